@@ -1,0 +1,109 @@
+"""Mixture-of-experts: experts touched per step and load balance."""
+
+import numpy as np
+
+
+def expected_distinct_experts(*, n_experts, experts_per_token, tokens):
+    r"""Expected number of distinct experts hit by ``tokens`` tokens routed top-k uniformly.
+
+    .. math:: E_d = E \left[1 - \left(1 - \frac{k}{E}\right)^{T}\right]
+
+    Each expert is chosen by a token with probability k/E; tokens route independently. At
+    T = 1, E_d = k; as T grows, E_d -> E. Weights read per step are those of the experts
+    actually touched (reading only top-k whatever the batch, or always all E, are both known
+    defects).
+    """
+    return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** tokens)
+
+
+def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
+    r"""Expected distinct experts for non-uniform routing, summed over popularity bins.
+
+    .. math:: E_d = \sum_j m_j \left[1 - (1 - q_j)^{T}\right]
+
+    ``expert_hit_prob`` is a sequence of (m_j, q_j) pairs: m_j experts each chosen by a token
+    with probability q_j (sum_j m_j q_j = k). Looping over a handful of bins keeps memory at
+    one grid-sized array.
+    """
+    total = 0.0
+    for m, q in expert_hit_prob:
+        total = total + m * (1.0 - (1.0 - q) ** tokens)
+    return total
+
+
+def routing_fluctuation_factor(*, mean_tokens_per_rank, n_ranks):
+    r"""Expected max/mean load over EP ranks from the randomness of routing alone.
+
+    .. math:: f = 1 + \sqrt{\frac{2 \ln R}{\bar n}}
+
+    Gaussian extreme-value approximation for the maximum of R roughly Poisson loads of mean
+    n-bar (E[max] ~ mu + sigma sqrt(2 ln R)). Equals 1 for one rank. Finite batches are never
+    perfectly balanced even when the popularity is uniform.
+    """
+    n_bar = np.maximum(mean_tokens_per_rank, 1e-9)
+    return 1.0 + np.sqrt(2.0 * np.log(np.maximum(n_ranks, 1.0)) / n_bar)
+
+
+def zipf_popularity(*, n_experts, skew):
+    r"""Expert popularity p_i proportional to (i + 1)^(-s), normalised to sum 1.
+
+    s = 0 is uniform routing; s around 1 gives a few hot experts, as measured in production
+    MoE traces (the skew users set is an assumption about their traffic, not a constant).
+    """
+    ranks = np.arange(1, int(n_experts) + 1, dtype=float)
+    w = ranks ** (-float(skew))
+    return w / w.sum()
+
+
+def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, seed=0):
+    r"""Max/mean routed-token load over EP ranks for a given expert popularity and placement.
+
+    Parameters
+    ----------
+    popularity : 1-D array
+        Share of routed tokens going to each expert (sums to 1). [fraction]
+    n_ranks : int
+        Expert-parallel ranks. [GPUs]
+    n_redundant : int
+        Extra replicas of the hottest experts (EPLB). Each replica takes an equal share of its
+        expert's tokens. [experts]
+    balanced : bool
+        True: replicas plus longest-processing-time greedy placement (EPLB-style, DeepSeek
+        ``eplb``). False: experts placed contiguously by id, ids assigned to popularity in a
+        fixed pseudo-random order (what a placement unaware of load does).
+
+    Returns
+    -------
+    float
+        max over ranks of load / mean load (>= 1). Expert efficiency is its reciprocal.
+
+    Notes
+    -----
+    Slots per rank are (E + R)/R_ep; both placements fill every rank's slots exactly.
+    """
+    p = np.asarray(popularity, dtype=float)
+    n_exp = p.size
+    n_ranks = int(n_ranks)
+    if n_ranks <= 1:
+        return 1.0
+    slots = (n_exp + int(n_redundant)) // n_ranks
+    if not balanced:
+        order = np.random.default_rng(seed).permutation(n_exp)
+        shuffled = p[order]
+        loads = np.add.reduceat(shuffled, np.arange(0, n_exp, max(n_exp // n_ranks, 1)))[:n_ranks]
+        return float(loads.max() / (p.sum() / n_ranks))
+    # replicate the hottest experts: each extra replica goes to the expert with the highest
+    # per-replica load at that moment
+    replicas = np.ones(n_exp)
+    for _ in range(int(n_redundant)):
+        replicas[np.argmax(p / replicas)] += 1
+    items = np.repeat(p / replicas, replicas.astype(int))
+    items = np.sort(items)[::-1]
+    loads = np.zeros(n_ranks)
+    counts = np.zeros(n_ranks, dtype=int)
+    for w in items:
+        open_ranks = np.flatnonzero(counts < slots) if slots * n_ranks >= items.size else np.arange(n_ranks)
+        r = open_ranks[np.argmin(loads[open_ranks])]
+        loads[r] += w
+        counts[r] += 1
+    return float(loads.max() / (p.sum() / n_ranks))

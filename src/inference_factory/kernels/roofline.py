@@ -1,0 +1,65 @@
+"""Roofline time of an operation, GEMM efficiency, and how the parts of a step combine."""
+
+import numpy as np
+
+
+def op_time_s(*, flop, bytes_moved, flop_per_s, bytes_per_s):
+    r"""Roofline time of one operation (or a group of them run back to back).
+
+    .. math:: t = \max\left(\frac{F}{P}, \frac{B}{W}\right)
+
+    P and W are the *achieved* rates: peak x efficiency, or the peaks in ideal mode.
+    Source: Williams, Waterman & Patterson, "Roofline", CACM 52(4), 2009.
+    """
+    return np.maximum(flop / flop_per_s, bytes_moved / bytes_per_s)
+
+
+def gemm_efficiency_frac(*, m_tokens, large_gemm_frac, tile_m_tokens):
+    r"""Achieved fraction of dense peak for a GEMM whose M (token) dimension is m.
+
+    .. math:: \eta(m) = \eta_\infty \frac{m}{t \lceil m / t \rceil}
+
+    Tensor cores work on tiles of t rows (Hopper ``wgmma`` instructions have M = 64); a GEMM
+    with m < t rows pays for a full tile, so small decode-sized M wastes compute. eta_inf is
+    the large-GEMM fraction (measured maximum achievable matmul / dense peak). With t = 0 the
+    padding term is off. This only binds where the GEMM is compute-bound: a memory-bound
+    small-M GEMM is limited by the bandwidth term of :func:`op_time_s`.
+    """
+    m = np.maximum(m_tokens, 1e-9)
+    t = np.maximum(tile_m_tokens, 1e-300)
+    padded = np.maximum(np.ceil(m / t) * t, m)
+    return large_gemm_frac * m / padded
+
+
+def step_time_sum_s(*, ops_s, comm_s, overhead_s):
+    r"""Step time with no overlap between computation and communication.
+
+    .. math:: t = \sum_g \max(t^{F}_g, t^{B}_g) + t_{comm} + t_{ovh}
+
+    Each operation group is its own roofline; groups, collectives and launch overhead run one
+    after the other.
+    """
+    return ops_s + comm_s + overhead_s
+
+
+def step_time_two_batch_s(*, ops_s, comm_s, overhead_s):
+    r"""Step time with two-micro-batch overlap: one micro-batch's communication hides behind
+    the other's computation (DeepSeek DualPipe-style / SGLang TBO).
+
+    .. math:: t = \max(t_{ops}, t_{comm}) + t_{ovh}
+
+    The cost of the overlap is carried by ``ops_s``: the caller evaluates the operations as
+    two half-size micro-batches (weights streamed twice, GEMMs at half M).
+    """
+    return np.maximum(ops_s, comm_s) + overhead_s
+
+
+def step_time_ideal_s(*, compute_s, memory_s, comm_s):
+    r"""Pure roofline: every resource overlaps perfectly with every other.
+
+    .. math:: t = \max(t_F, t_B, t_{comm})
+
+    with t_F = total FLOPs / peak, t_B = total HBM bytes / peak bandwidth. This is the hand
+    roofline's lower bound (peer_roofline_cases.csv, "hand-roofline (reference)").
+    """
+    return np.maximum(np.maximum(compute_s, memory_s), comm_s)

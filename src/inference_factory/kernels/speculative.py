@@ -1,0 +1,33 @@
+"""Speculative decoding / multi-token prediction: tokens per verify step."""
+
+import numpy as np
+
+
+def expected_tokens_per_step(*, draft_depth, acceptance_rate):
+    r"""Expected tokens emitted per verify step with draft depth d and a constant
+    per-position acceptance a (each draft accepted given all earlier ones were).
+
+    .. math:: E = \sum_{i=0}^{d} a^{i} = \frac{1 - a^{d+1}}{1 - a}
+
+    E lies in [1, d + 1]; the verify step always yields its own token. Source: Leviathan et al.
+    2023 (arXiv:2211.17192) eq. 1; serving_facts.md. At a = 1 the limit d + 1 is taken.
+    """
+    # a = 1 is approached from below (relative error < 1e-8 for d < 100) to avoid 0/0
+    a = np.clip(acceptance_rate, 0.0, 1.0 - 1e-10)
+    d = np.maximum(draft_depth, 0.0)
+    return (1.0 - a ** (d + 1.0)) / (1.0 - a)
+
+
+def expected_tokens_per_step_sequence(*, draft_depth, acceptance_by_position):
+    r"""Expected tokens per verify step for per-position acceptances a_1..a_D.
+
+    .. math:: E(d) = 1 + \sum_{i=1}^{d} \prod_{j=1}^{i} a_j
+
+    ``draft_depth`` may be an array of integers 0..D; the cumulative sums are computed once and
+    indexed. Source: as :func:`expected_tokens_per_step`, position-dependent form
+    (vllm PR #38045 base x decay^i parametrisation is a special case).
+    """
+    a = np.asarray(acceptance_by_position, dtype=float)
+    table = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
+    idx = np.clip(np.asarray(draft_depth), 0, a.size).astype(int)
+    return table[idx]

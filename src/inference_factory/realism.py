@@ -1,0 +1,156 @@
+"""Realism terms: named, sourced, switchable departures from the pure roofline.
+
+The constants live in ``configs/realism.toml`` (each with the component measurement it came
+from); this module loads them strictly into a frozen :class:`Realism`. ``Realism.ideal()``
+switches every term off (pure roofline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import units
+from .errors import SpecError
+from .specs import HardwareSpec, _read_toml, _Table, data_dir
+
+TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "routing",
+         "memory")
+
+
+@dataclass(frozen=True)
+class Realism:
+    """Efficiencies and overheads applied on top of the roofline. All fractions in [0, 1]."""
+
+    gemm: bool = True
+    default_large_gemm_frac: float = 0.783
+    use_measured_matmul: bool = True
+    small_m: bool = True
+    tile_m_tokens: float = 64.0
+    attention: bool = True
+    attention_compute_frac: float = 0.667
+    attention_hbm_frac: float = 0.895
+    hbm: bool = True
+    gemm_hbm_frac: float = 0.796
+    links: bool = True
+    scale_up_frac: float = 0.8
+    scale_out_frac: float = 0.8
+    latency: bool = True
+    scale_up_latency_s: float = 10e-6
+    scale_out_latency_s: float = 20e-6
+    overhead: bool = True
+    per_layer_overhead_s: float = 20e-6
+    routing: bool = True
+    memory: bool = True
+    runtime_reserve_frac: float = 0.08
+    source: str = "defaults"
+
+    @classmethod
+    def ideal(cls) -> "Realism":
+        """Every realism term off: the pure roofline."""
+        return cls(**{t: False for t in TERMS}, source="ideal")
+
+    @property
+    def is_ideal(self) -> bool:
+        return not any(getattr(self, t) for t in TERMS)
+
+    def without(self, *terms: str) -> "Realism":
+        """A copy with the named terms switched off."""
+        bad = [t for t in terms if t not in TERMS]
+        if bad:
+            raise SpecError(f"unknown realism term {bad[0]!r}; allowed: {list(TERMS)}")
+        return dataclasses.replace(self, **{t: False for t in terms})
+
+    # -- resolved rates (what the engine uses) -----------------------------------------------
+    def large_gemm_frac(self, hw: HardwareSpec, precision: str) -> float:
+        if not self.gemm:
+            return 1.0
+        if self.use_measured_matmul and precision in hw.measured_matmul_flop_per_s:
+            return hw.measured_matmul_flop_per_s[precision] / hw.flop_per_s(precision)
+        return self.default_large_gemm_frac
+
+    @property
+    def tile_m(self) -> float:
+        return self.tile_m_tokens if (self.gemm and self.small_m) else 0.0
+
+    @property
+    def attn_compute_frac(self) -> float:
+        return self.attention_compute_frac if self.attention else 1.0
+
+    @property
+    def attn_hbm_frac(self) -> float:
+        return self.attention_hbm_frac if self.attention else 1.0
+
+    @property
+    def weight_hbm_frac(self) -> float:
+        return self.gemm_hbm_frac if self.hbm else 1.0
+
+    @property
+    def up_frac(self) -> float:
+        return self.scale_up_frac if self.links else 1.0
+
+    @property
+    def out_frac(self) -> float:
+        return self.scale_out_frac if self.links else 1.0
+
+    @property
+    def up_latency_s(self) -> float:
+        return self.scale_up_latency_s if self.latency else 0.0
+
+    @property
+    def out_latency_s(self) -> float:
+        return self.scale_out_latency_s if self.latency else 0.0
+
+    @property
+    def layer_overhead_s(self) -> float:
+        return self.per_layer_overhead_s if self.overhead else 0.0
+
+    @property
+    def reserve_frac(self) -> float:
+        return self.runtime_reserve_frac if self.memory else 0.0
+
+
+def load_realism(path: str | os.PathLike | None = None) -> Realism:
+    """Load realism constants from TOML (default: the bundled ``configs/realism.toml``)."""
+    p = Path(path) if path is not None else data_dir("configs") / "realism.toml"
+    t = _Table(p, _read_toml(p))
+
+    def frac(tab: _Table, key: str) -> float:
+        v = tab.get(key, float, positive=True)
+        if v > 1:
+            raise SpecError(f"{p}: {tab._key(key)} = {v} must lie in (0, 1]")
+        return v
+
+    g = t.table("gemm")
+    kw = dict(gemm=g.get("enabled", bool), default_large_gemm_frac=frac(g, "default_large_gemm_frac"),
+              use_measured_matmul=g.get("use_measured_matmul", bool), small_m=g.get("small_m", bool),
+              tile_m_tokens=g.get("tile_m_tokens", float, minimum=0.0))
+    g.done()
+    a = t.table("attention")
+    kw.update(attention=a.get("enabled", bool), attention_compute_frac=frac(a, "compute_frac"),
+              attention_hbm_frac=frac(a, "hbm_frac"))
+    a.done()
+    h = t.table("hbm")
+    kw.update(hbm=h.get("enabled", bool), gemm_hbm_frac=frac(h, "gemm_frac"))
+    h.done()
+    ln = t.table("links")
+    kw.update(links=ln.get("enabled", bool), scale_up_frac=frac(ln, "scale_up_frac"),
+              scale_out_frac=frac(ln, "scale_out_frac"), latency=ln.get("latency", bool),
+              scale_up_latency_s=ln.get("scale_up_latency_us", float, minimum=0.0) * units.US,
+              scale_out_latency_s=ln.get("scale_out_latency_us", float, minimum=0.0) * units.US)
+    ln.done()
+    o = t.table("overhead")
+    kw.update(overhead=o.get("enabled", bool),
+              per_layer_overhead_s=o.get("per_layer_us", float, minimum=0.0) * units.US)
+    o.done()
+    r = t.table("routing")
+    kw.update(routing=r.get("enabled", bool))
+    r.done()
+    m = t.table("memory")
+    kw.update(memory=m.get("enabled", bool),
+              runtime_reserve_frac=m.get("runtime_reserve_frac", float, minimum=0.0))
+    m.done()
+    t.done()
+    return Realism(**kw, source=str(p))

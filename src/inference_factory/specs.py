@@ -1,0 +1,588 @@
+"""Hardware and model specs: strict TOML loaders into frozen dataclasses.
+
+Validation happens here, once. A bad file gives a :class:`SpecError` whose one-line message
+names the file, the key, the value and what is allowed. Derived quantities (parameter counts,
+KV bytes per token) are computed from the architecture here, never typed into a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import units
+from .errors import SpecError
+from .kernels import params as kparams
+
+# --------------------------------------------------------------------------------------------
+# where spec folders live
+# --------------------------------------------------------------------------------------------
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parents[1]
+
+
+def data_dir(kind: str) -> Path:
+    """Folder holding the bundled ``hardware``, ``models`` or ``configs`` files.
+
+    Order: environment variable ``INFERENCE_FACTORY_<KIND>_DIR``; the copy shipped inside
+    the wheel (``inference_factory/_data/<kind>``); the top-level folder of a source checkout.
+    """
+    env = os.environ.get(f"INFERENCE_FACTORY_{kind.upper()}_DIR")
+    if env:
+        return Path(env)
+    shipped = _PACKAGE_DIR / "_data" / kind
+    if shipped.is_dir():
+        return shipped
+    return _REPO_ROOT / kind
+
+
+# --------------------------------------------------------------------------------------------
+# strict TOML reading
+# --------------------------------------------------------------------------------------------
+
+_NUM = (int, float)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+
+
+class _Table:
+    """Accessor that checks keys, types and ranges of one TOML table."""
+
+    def __init__(self, path: Path, raw: Mapping[str, Any], where: str = ""):
+        self.path, self.raw, self.where, self.used = path, raw, where, set()
+
+    def _key(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _fail(self, key: str, msg: str) -> SpecError:
+        return SpecError(f"{self.path}: {self._key(key)} {msg}")
+
+    def get(self, key, kind, *, required=True, default=None, positive=False, allowed=None,
+            minimum=None):
+        self.used.add(key)
+        if key not in self.raw:
+            if required:
+                raise self._fail(key, "is missing (required)")
+            return default
+        value = self.raw[key]
+        if kind is float:
+            if isinstance(value, bool) or not isinstance(value, _NUM):
+                raise self._fail(key, f"= {value!r} must be a number")
+            value = float(value)
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self._fail(key, f"= {value!r} must be an integer")
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise self._fail(key, f"= {value!r} must be true or false")
+        elif kind is str:
+            if not isinstance(value, str):
+                raise self._fail(key, f"= {value!r} must be a string")
+        elif kind is list:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self._fail(key, f"= {value!r} must be a list of strings")
+        if positive and value <= 0:
+            raise self._fail(key, f"= {value!r} must be > 0")
+        if minimum is not None and value < minimum:
+            raise self._fail(key, f"= {value!r} must be >= {minimum}")
+        if allowed is not None and value not in allowed:
+            raise self._fail(key, f"= {value!r} is not one of {sorted(allowed)}")
+        return value
+
+    def table(self, key, *, required=True) -> "_Table":
+        self.used.add(key)
+        if key not in self.raw:
+            if required:
+                raise self._fail(key, "table is missing (required)")
+            return _Table(self.path, {}, self._key(key))
+        value = self.raw[key]
+        if not isinstance(value, dict):
+            raise self._fail(key, f"= {value!r} must be a table")
+        return _Table(self.path, value, self._key(key))
+
+    def has(self, key) -> bool:
+        return key in self.raw
+
+    def strings(self, key) -> dict[str, str]:
+        """A free-form table of string values (sources, notes)."""
+        sub = self.table(key, required=False)
+        for k, v in sub.raw.items():
+            if not isinstance(v, str):
+                raise SpecError(f"{self.path}: {sub._key(k)} = {v!r} must be a string")
+        return dict(sub.raw)
+
+    def done(self) -> None:
+        unknown = sorted(set(self.raw) - self.used)
+        if unknown:
+            raise self._fail(unknown[0], f"is not a known key; allowed: {sorted(self.used)}")
+
+
+# --------------------------------------------------------------------------------------------
+# hardware
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator, in SI units. Built by :func:`load_hardware`."""
+
+    name: str
+    vendor: str
+    description: str
+    dense_flop_per_s: Mapping[str, float]
+    measured_matmul_flop_per_s: Mapping[str, float]
+    hbm_capacity_bytes: float
+    hbm_bw_bytes_per_s: float
+    scale_up_bw_bytes_per_s: float
+    scale_up_domain_gpus: int
+    scale_out_bw_bytes_per_s: float
+    tdp_w: float
+    gpus_per_node: int
+    host_dram_capacity_bytes: float
+    host_dram_bw_bytes_per_s: float
+    nvme_capacity_bytes: float
+    nvme_bw_bytes_per_s: float
+    node_values_assumed: bool
+    price: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    path: str = ""
+
+    def flop_per_s(self, precision: str) -> float:
+        """Dense peak for ``precision``; a clear error if the device lacks it."""
+        try:
+            return self.dense_flop_per_s[precision]
+        except KeyError:
+            raise SpecError(
+                f"{self.path}: hardware {self.name!r} has no dense tensor-core rate for "
+                f"precision {precision!r}; it lists {sorted(self.dense_flop_per_s)}"
+            ) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["dense_flop_per_s"] = dict(self.dense_flop_per_s)
+        out["measured_matmul_flop_per_s"] = dict(self.measured_matmul_flop_per_s)
+        out["price"], out["sources"], out["notes"] = dict(self.price), dict(self.sources), dict(self.notes)
+        out["aliases"] = list(self.aliases)
+        return out
+
+
+_PRICE_KEYS = {
+    "rental_usd_per_gpu_hour": float, "rental_date": str,
+    "capex_usd_per_gpu": float, "capex_date": str,
+    "tco_usd_per_gpu_hour": float, "tco_date": str,
+}
+
+
+def _parse_hardware(path: Path) -> HardwareSpec:
+    t = _Table(path, _read_toml(path))
+    name = t.get("name", str)
+    aliases = tuple(t.get("aliases", list, required=False, default=[]))
+    vendor = t.get("vendor", str)
+    description = t.get("description", str)
+
+    c = t.table("compute")
+    dense = {}
+    for prec in units.PRECISIONS:
+        v = c.get(f"{prec}_tflops", float, required=False, positive=True)
+        if v is not None:
+            dense[prec] = v * units.TFLOP
+    c.done()
+    if not dense:
+        raise SpecError(f"{path}: compute lists no precision; give e.g. bf16_tflops")
+
+    m = t.table("measured", required=False)
+    measured = {}
+    for prec in units.PRECISIONS:
+        v = m.get(f"{prec}_matmul_tflops", float, required=False, positive=True)
+        if v is not None:
+            if prec not in dense:
+                raise SpecError(f"{path}: measured.{prec}_matmul_tflops given but compute has no "
+                                f"{prec}_tflops")
+            measured[prec] = v * units.TFLOP
+    m.done()
+
+    mem = t.table("memory")
+    hbm_cap = mem.get("hbm_capacity_gb", float, positive=True) * units.GB
+    hbm_bw = mem.get("hbm_bandwidth_gb_per_s", float, positive=True) * units.GB
+    mem.done()
+
+    su = t.table("scale_up")
+    su_bw = su.get("bandwidth_gb_per_s", float, positive=True) * units.GB
+    su_dom = su.get("domain_gpus", int, positive=True)
+    su.done()
+    so = t.table("scale_out")
+    so_bw = so.get("bandwidth_gbit_per_s", float, positive=True) * units.GBIT
+    so.done()
+    pw = t.table("power")
+    tdp = pw.get("tdp_w", float, positive=True)
+    pw.done()
+
+    nd = t.table("node")
+    gpn = nd.get("gpus_per_node", int, positive=True)
+    dram_cap = nd.get("host_dram_capacity_gb", float, positive=True) * units.GB
+    dram_bw = nd.get("host_dram_bandwidth_gb_per_s", float, positive=True) * units.GB
+    nvme_cap = nd.get("nvme_capacity_tb", float, positive=True) * units.TB
+    nvme_bw = nd.get("nvme_bandwidth_gb_per_s", float, positive=True) * units.GB
+    assumed = nd.get("assumed", bool)
+    nd.done()
+
+    pr = t.table("price", required=False)
+    price = {}
+    for key, kind in _PRICE_KEYS.items():
+        v = pr.get(key, kind, required=False, positive=(kind is float))
+        if v is not None:
+            price[key] = v
+    pr.done()
+    sources = t.strings("sources")
+    if not sources:
+        raise SpecError(f"{path}: sources table is missing or empty (required)")
+    notes = t.strings("notes")
+    t.done()
+    return HardwareSpec(
+        name=name, vendor=vendor, description=description, dense_flop_per_s=dense,
+        measured_matmul_flop_per_s=measured, hbm_capacity_bytes=hbm_cap,
+        hbm_bw_bytes_per_s=hbm_bw, scale_up_bw_bytes_per_s=su_bw, scale_up_domain_gpus=su_dom,
+        scale_out_bw_bytes_per_s=so_bw, tdp_w=tdp, gpus_per_node=gpn,
+        host_dram_capacity_bytes=dram_cap, host_dram_bw_bytes_per_s=dram_bw,
+        nvme_capacity_bytes=nvme_cap, nvme_bw_bytes_per_s=nvme_bw, node_values_assumed=assumed,
+        price=price, sources=sources, notes=notes, aliases=aliases, path=str(path),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# models
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model architecture. Built by :func:`load_model`; counts are derived properties."""
+
+    name: str
+    hf_repo: str
+    source: str
+    weight_precision: str
+    expert_precision: str
+    n_layers: int
+    hidden_size: int
+    vocab_size: int
+    tied_embeddings: bool
+    max_position_embeddings: int
+    attention_kind: str
+    n_q_heads: int
+    n_kv_heads: int
+    head_dim_qk: int
+    head_dim_v: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    attention_bias: bool
+    sliding_window_tokens: int
+    n_sliding_window_layers: int
+    n_dense_layers: int
+    dense_intermediate_size: int
+    n_routed_experts: int
+    experts_per_token: int
+    n_shared_experts: int
+    expert_intermediate_size: int
+    expert_bias: bool
+    n_mtp_modules: int
+    aliases: tuple[str, ...] = ()
+    path: str = ""
+
+    # -- structure ---------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.n_routed_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.attention_kind == "mla"
+
+    @property
+    def n_moe_layers(self) -> int:
+        return self.n_layers - self.n_dense_layers
+
+    # -- parameters per component -------------------------------------------------------------
+    @property
+    def n_attention_params_per_layer(self) -> float:
+        if self.is_mla:
+            return kparams.mla_attention_params(
+                hidden_size=self.hidden_size, n_q_heads=self.n_q_heads,
+                q_lora_rank=self.q_lora_rank, kv_lora_rank=self.kv_lora_rank,
+                qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
+                v_head_dim=self.head_dim_v)
+        return kparams.gqa_attention_params(
+            hidden_size=self.hidden_size, n_q_heads=self.n_q_heads, n_kv_heads=self.n_kv_heads,
+            head_dim_qk=self.head_dim_qk, head_dim_v=self.head_dim_v, bias=self.attention_bias)
+
+    @property
+    def n_dense_ffn_params_per_layer(self) -> float:
+        return kparams.swiglu_ffn_params(hidden_size=self.hidden_size,
+                                         intermediate_size=self.dense_intermediate_size)
+
+    @property
+    def n_expert_params(self) -> float:
+        """Parameters of one routed (or shared) expert."""
+        if not self.is_moe:
+            return 0.0
+        return kparams.swiglu_ffn_params(hidden_size=self.hidden_size,
+                                         intermediate_size=self.expert_intermediate_size,
+                                         bias=self.expert_bias)
+
+    @property
+    def n_router_params_per_layer(self) -> float:
+        return float(self.hidden_size * self.n_routed_experts) if self.is_moe else 0.0
+
+    @property
+    def n_norm_params_per_layer(self) -> float:
+        return 2.0 * self.hidden_size
+
+    @property
+    def n_embedding_params(self) -> float:
+        return float(self.vocab_size * self.hidden_size)
+
+    @property
+    def n_lm_head_params(self) -> float:
+        return 0.0 if self.tied_embeddings else self.n_embedding_params
+
+    @property
+    def n_routed_expert_params(self) -> float:
+        """All routed-expert parameters of the model."""
+        return self.n_moe_layers * self.n_routed_experts * self.n_expert_params
+
+    @property
+    def n_dense_path_params(self) -> float:
+        """Non-expert parameters touched by every token, excluding embedding and lm_head:
+        attention, norms, dense FFN layers, routers and shared experts."""
+        return (self.n_layers * (self.n_attention_params_per_layer + self.n_norm_params_per_layer)
+                + self.n_dense_layers * self.n_dense_ffn_params_per_layer
+                + self.n_moe_layers * (self.n_router_params_per_layer
+                                       + self.n_shared_experts * self.n_expert_params)
+                + self.hidden_size)  # final norm
+
+    @property
+    def total_params(self) -> float:
+        """All main-model parameters (MTP modules excluded, as in the model cards)."""
+        return (self.n_dense_path_params + self.n_routed_expert_params
+                + self.n_embedding_params + self.n_lm_head_params)
+
+    def active_params(self, *, include_embedding: bool = True) -> float:
+        """Parameters used per token: dense path + top-k routed experts + lm_head
+        (+ the input embedding row table, by the convention of most model cards)."""
+        routed = self.n_moe_layers * self.experts_per_token * self.n_expert_params
+        emb = self.n_embedding_params if include_embedding else 0.0
+        return self.n_dense_path_params + routed + self.n_lm_head_params + emb
+
+    @property
+    def n_mtp_params_per_module(self) -> float:
+        """One DeepSeek-style MTP module: projection 2h->h, two norms, one MoE (or dense)
+        transformer layer; embedding and output head are shared with the main model."""
+        if self.n_mtp_modules == 0:
+            return 0.0
+        ffn = (self.n_router_params_per_layer
+               + (self.n_routed_experts + self.n_shared_experts) * self.n_expert_params
+               if self.is_moe else self.n_dense_ffn_params_per_layer)
+        return (2.0 * self.hidden_size * self.hidden_size + 3.0 * self.hidden_size
+                + self.n_attention_params_per_layer + self.n_norm_params_per_layer + ffn)
+
+    # -- KV cache ---------------------------------------------------------------------------
+    def kv_bytes_per_token_per_layer(self, kv_precision: str) -> float:
+        b = units.BYTES_PER_ELEMENT[kv_precision]
+        if self.is_mla:
+            return kparams.mla_kv_bytes_per_token_per_layer(
+                kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
+                latent_bytes_per_elem=b, rope_bytes_per_elem=max(b, 2.0),
+                scale_bytes_per_token=(0.0 if b >= 2.0 else 4.0 * self.kv_lora_rank / 128.0))
+        return kparams.gqa_kv_bytes_per_token_per_layer(
+            n_kv_heads=self.n_kv_heads, head_dim_k=self.head_dim_qk, head_dim_v=self.head_dim_v,
+            kv_bytes_per_elem=b)
+
+    def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
+        """KV bytes of one token over the full-attention layers (sliding-window layers are
+        bounded separately, see :meth:`n_full_attention_layers`)."""
+        return self.n_full_attention_layers * self.kv_bytes_per_token_per_layer(kv_precision)
+
+    @property
+    def n_full_attention_layers(self) -> int:
+        return self.n_layers - self.n_sliding_window_layers
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["aliases"] = list(self.aliases)
+        out["derived"] = {
+            "total_params": self.total_params,
+            "active_params": self.active_params(),
+            "active_params_excluding_embedding": self.active_params(include_embedding=False),
+            "kv_bytes_per_token_bf16": self.kv_bytes_per_token("bf16"),
+            "kv_bytes_per_token_fp8": self.kv_bytes_per_token("fp8"),
+            "mtp_params_per_module": self.n_mtp_params_per_module,
+        }
+        return out
+
+
+def _parse_model(path: Path) -> ModelSpec:
+    t = _Table(path, _read_toml(path))
+    precs = set(units.PRECISIONS)
+    name = t.get("name", str)
+    aliases = tuple(t.get("aliases", list, required=False, default=[]))
+    hf_repo = t.get("hf_repo", str)
+    source = t.get("source", str)
+    wp = t.get("weight_precision", str, allowed=precs)
+    ep = t.get("expert_precision", str, required=False, default=wp, allowed=precs)
+
+    a = t.table("architecture")
+    n_layers = a.get("n_layers", int, positive=True)
+    hidden = a.get("hidden_size", int, positive=True)
+    vocab = a.get("vocab_size", int, positive=True)
+    tied = a.get("tied_embeddings", bool)
+    max_pos = a.get("max_position_embeddings", int, positive=True)
+    a.done()
+
+    at = t.table("attention")
+    kind = at.get("kind", str, allowed={"mha", "gqa", "mla"})
+    n_q = at.get("n_q_heads", int, positive=True)
+    n_kv = at.get("n_kv_heads", int, positive=True)
+    hd_qk = at.get("head_dim_qk", int, positive=True)
+    hd_v = at.get("head_dim_v", int, positive=True)
+    mla_req = kind == "mla"
+    q_lora = at.get("q_lora_rank", int, required=False, default=0, minimum=0)
+    kv_lora = at.get("kv_lora_rank", int, required=mla_req, default=0, minimum=0)
+    nope = at.get("qk_nope_head_dim", int, required=mla_req, default=0, minimum=0)
+    rope = at.get("qk_rope_head_dim", int, required=mla_req, default=0, minimum=0)
+    bias = at.get("bias", bool, required=False, default=False)
+    sw = at.get("sliding_window", int, required=False, default=0, minimum=0)
+    swl = at.get("sliding_window_layers", int, required=False, default=0, minimum=0)
+    at.done()
+    if kind == "mla" and kv_lora <= 0:
+        raise SpecError(f"{path}: attention.kv_lora_rank = {kv_lora} must be > 0 for kind 'mla'")
+    if kind != "mla" and n_q % n_kv:
+        raise SpecError(f"{path}: attention.n_kv_heads = {n_kv} must divide n_q_heads = {n_q}")
+    if swl > n_layers or (swl > 0) != (sw > 0):
+        raise SpecError(f"{path}: attention.sliding_window_layers = {swl} must be 0..n_layers "
+                        f"and set together with sliding_window")
+
+    f = t.table("ffn")
+    n_dense = f.get("dense_layers", int, minimum=0)
+    dense_inter = f.get("dense_intermediate_size", int, required=n_dense > 0, default=0, minimum=0)
+    f.done()
+    if n_dense > n_layers:
+        raise SpecError(f"{path}: ffn.dense_layers = {n_dense} exceeds n_layers = {n_layers}")
+
+    moe = t.table("moe", required=n_dense < n_layers)
+    if t.has("moe"):
+        n_exp = moe.get("n_routed_experts", int, positive=True)
+        k = moe.get("experts_per_token", int, positive=True)
+        n_shared = moe.get("n_shared_experts", int, minimum=0)
+        e_inter = moe.get("expert_intermediate_size", int, positive=True)
+        e_bias = moe.get("expert_bias", bool, required=False, default=False)
+        if k > n_exp:
+            raise SpecError(f"{path}: moe.experts_per_token = {k} exceeds n_routed_experts = {n_exp}")
+    else:
+        n_exp = k = n_shared = e_inter = 0
+        e_bias = False
+    moe.done()
+    mt = t.table("mtp", required=False)
+    n_mtp = mt.get("modules", int, required=False, default=0, minimum=0)
+    mt.done()
+    t.done()
+    return ModelSpec(
+        name=name, hf_repo=hf_repo, source=source, weight_precision=wp, expert_precision=ep,
+        n_layers=n_layers, hidden_size=hidden, vocab_size=vocab, tied_embeddings=tied,
+        max_position_embeddings=max_pos, attention_kind=kind, n_q_heads=n_q, n_kv_heads=n_kv,
+        head_dim_qk=hd_qk, head_dim_v=hd_v, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
+        qk_nope_head_dim=nope, qk_rope_head_dim=rope, attention_bias=bias,
+        sliding_window_tokens=sw, n_sliding_window_layers=swl, n_dense_layers=n_dense,
+        dense_intermediate_size=dense_inter, n_routed_experts=n_exp, experts_per_token=k,
+        n_shared_experts=n_shared, expert_intermediate_size=e_inter, expert_bias=e_bias,
+        n_mtp_modules=n_mtp, aliases=aliases, path=str(path),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# lookup by name or path
+# --------------------------------------------------------------------------------------------
+
+
+def _index(folder: Path, parse) -> dict[str, Path]:
+    """Map lower-cased names and aliases to files (aliases read without full validation)."""
+    out: dict[str, Path] = {}
+    for p in sorted(folder.glob("*.toml")):
+        out[p.stem.lower()] = p
+        try:
+            raw = tomllib.loads(p.read_text())
+        except (tomllib.TOMLDecodeError, OSError):
+            continue
+        for alias in raw.get("aliases", []) if isinstance(raw.get("aliases"), list) else []:
+            if isinstance(alias, str):
+                out.setdefault(alias.lower(), p)
+    return out
+
+
+def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
+    if not isinstance(name, (str, os.PathLike)):
+        raise SpecError(f"{kind} name must be a string, got {name!r}")
+    s = os.fspath(name)
+    if s.endswith(".toml") or os.sep in s:
+        p = Path(s)
+        if not p.is_file():
+            raise SpecError(f"{s}: {kind} file not found")
+        return p
+    folder = Path(folder) if folder is not None else data_dir(kind)
+    if not folder.is_dir():
+        raise SpecError(f"{folder}: {kind} folder not found")
+    idx = _index(folder, None)
+    try:
+        return idx[s.lower()]
+    except KeyError:
+        names = sorted(p.stem for p in folder.glob("*.toml"))
+        raise SpecError(f"unknown {kind.rstrip('s')} {s!r} in {folder}; available: {names}") from None
+
+
+_CACHE: dict[tuple[str, float], Any] = {}
+
+
+def _cached(path: Path, parse):
+    key = (str(path.resolve()), path.stat().st_mtime)
+    if key not in _CACHE:
+        _CACHE[key] = parse(path)
+    return _CACHE[key]
+
+
+def load_hardware(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> HardwareSpec:
+    """Load a hardware spec by name, alias (case-insensitive) or path to a TOML file."""
+    if isinstance(name, HardwareSpec):
+        return name
+    return _cached(_resolve(name, "hardware", folder), _parse_hardware)
+
+
+def load_model(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> ModelSpec:
+    """Load a model spec by name, alias (case-insensitive) or path to a TOML file."""
+    if isinstance(name, ModelSpec):
+        return name
+    return _cached(_resolve(name, "models", folder), _parse_model)
+
+
+def list_hardware(folder: str | os.PathLike | None = None) -> list[str]:
+    folder = Path(folder) if folder is not None else data_dir("hardware")
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
+def list_models(folder: str | os.PathLike | None = None) -> list[str]:
+    folder = Path(folder) if folder is not None else data_dir("models")
+    return sorted(p.stem for p in folder.glob("*.toml"))

@@ -1,0 +1,25 @@
+"""Unit constants. SI inside the package; vendor units are converted here and only here.
+
+Vendor capacities and bandwidths are decimal (1 GB = 1e9 bytes, 1 TB/s = 1e12 bytes/s);
+binary units exist only for sources that state GiB.
+"""
+
+KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
+KiB, MiB, GiB, TiB = 2.0**10, 2.0**20, 2.0**30, 2.0**40
+TFLOP = 1e12
+GBIT = 1e9 / 8.0  # bytes in one gigabit
+US = 1e-6  # one microsecond in seconds
+MS = 1e-3
+SECONDS_PER_HOUR = 3600.0
+
+#: Bytes per element of each numeric format. FP4 is stored as MXFP4 (OCP Microscaling
+#: format): 4-bit elements plus one 8-bit shared scale per 32-element block = 4.25 bits.
+#: FP8 block scales (128x128 for weights) add < 0.01% and are ignored.
+BYTES_PER_ELEMENT = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp4": 4.25 / 8.0,
+}
+PRECISIONS = tuple(BYTES_PER_ELEMENT)
