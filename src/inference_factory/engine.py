@@ -54,7 +54,6 @@ STRUCT_AXES: dict[str, Any] = {
 }
 
 RESOURCES = ("compute", "memory", "comm", "overhead")
-PREFILL_RESOURCES = RESOURCES + ("restore",)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,7 +242,7 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
     logit_tokens = seqs * logit_tokens_per_seq
     head_params = m.vocab_size * h
     flop = 2.0 * logit_tokens * head_params / tp
-    nbytes = head_params * hb / tp + tokens * h * hb
+    nbytes = head_params * hb / tp + tokens * h * hb / tp   # vocab-parallel shards
     groups["lm_head"] = (flop, nbytes, gemm_rate(g.head_precision, logit_tokens),
                          bw * rl.weight_hbm_frac)
 
@@ -411,7 +410,9 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
     restore_s = kcache.kv_restore_s(restored_tokens=Bp * cached,
                                     kv_bytes_per_token=m.kv_bytes_per_token(g.kvprec) / g.kv_split,
                                     tier_bytes_per_s=tier_bw)
-    pre_s = np.maximum(_combine(g, pre), restore_s)   # restoration is prefetched / overlapped
+    # restoration is prefetched by the copy engines while the GPU computes other requests:
+    # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
+    pre_s = _combine(g, pre)
     out["prefill_compute_s"] = pre["compute_s"]
     out["prefill_memory_s"] = pre["memory_s"]
     out["prefill_comm_s"] = pre["comm_s"]
@@ -422,8 +423,8 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
     out["prefill_hbm_bytes_per_gpu"] = pre["hbm_bytes"]
     out["prefill_tokens_per_s_per_gpu"] = Bp * P * g.dp / (pre_s * g.n_gpus)
     out["prefill_computed_tokens_per_s_per_gpu"] = Bp * computed * g.dp / (pre_s * g.n_gpus)
-    out["ttft_s"] = pre_s
-    out["prefill_binding_resource"] = _binding({r: out[f"prefill_{r}_s"] for r in PREFILL_RESOURCES})
+    out["ttft_s"] = np.maximum(pre_s, restore_s)
+    out["prefill_binding_resource"] = _binding({r: out[f"prefill_{r}_s"] for r in RESOURCES})
 
     # ---- memory per GPU
     weights = _weight_bytes_per_gpu(g, with_mtp=bool(np.any(np.asarray(d) > 0)) and draft is None)

@@ -151,6 +151,9 @@ def load_realism(path: str | os.PathLike | None = None) -> Realism:
     m = t.table("memory")
     kw.update(memory=m.get("enabled", bool),
               runtime_reserve_frac=m.get("runtime_reserve_frac", float, minimum=0.0))
+    if kw["runtime_reserve_frac"] >= 1:
+        raise SpecError(f"{p}: memory.runtime_reserve_frac = {kw['runtime_reserve_frac']} must "
+                        "lie in [0, 1)")
     m.done()
     t.done()
     return Realism(**kw, source=str(p))

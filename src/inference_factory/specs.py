@@ -7,6 +7,7 @@ KV bytes per token) are computed from the architecture here, never typed into a 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ class _Table:
             if isinstance(value, bool) or not isinstance(value, _NUM):
                 raise self._fail(key, f"= {value!r} must be a number")
             value = float(value)
+            if not math.isfinite(value):
+                raise self._fail(key, f"= {value!r} must be a finite number")
         elif kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self._fail(key, f"= {value!r} must be an integer")
@@ -126,7 +129,9 @@ class _Table:
     def done(self) -> None:
         unknown = sorted(set(self.raw) - self.used)
         if unknown:
-            raise self._fail(unknown[0], f"is not a known key; allowed: {sorted(self.used)}")
+            key = unknown[0]
+            raise self._fail(key, f"= {self.raw[key]!r} is not a known key; "
+                                  f"allowed: {sorted(self.used)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -538,7 +543,7 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
     if not isinstance(name, (str, os.PathLike)):
         raise SpecError(f"{kind} name must be a string, got {name!r}")
     s = os.fspath(name)
-    if s.endswith(".toml") or os.sep in s:
+    if s.endswith(".toml") or (os.sep in s and Path(s).exists()):
         p = Path(s)
         if not p.is_file():
             raise SpecError(f"{s}: {kind} file not found")
@@ -580,9 +585,13 @@ def load_model(name: str | os.PathLike, folder: str | os.PathLike | None = None)
 
 def list_hardware(folder: str | os.PathLike | None = None) -> list[str]:
     folder = Path(folder) if folder is not None else data_dir("hardware")
+    if not folder.is_dir():
+        raise SpecError(f"{folder}: hardware folder not found")
     return sorted(p.stem for p in folder.glob("*.toml"))
 
 
 def list_models(folder: str | os.PathLike | None = None) -> list[str]:
     folder = Path(folder) if folder is not None else data_dir("models")
+    if not folder.is_dir():
+        raise SpecError(f"{folder}: models folder not found")
     return sorted(p.stem for p in folder.glob("*.toml"))
