@@ -183,7 +183,7 @@ def _mtp_layers(m: ModelSpec) -> _Layers:
     return _Layers(1, 0, 1 - moe, moe, params)
 
 
-def _expert_bins(g: _Geom, n_bins: int = 16) -> tuple[list[tuple[float, float]], float]:
+def _expert_bins(g: _Geom, n_bins: int = 8) -> tuple[list[tuple[float, float]], float]:
     """Replica hit-probability bins (m_j replicas, each chosen by a token with prob. q_j) and
     the placement's max/mean load, for the block's skew, EP degree and redundant experts."""
     m = g.m
@@ -196,6 +196,8 @@ def _expert_bins(g: _Geom, n_bins: int = 16) -> tuple[list[tuple[float, float]],
         replicas[np.argmax(pop / replicas)] += 1
     q = np.repeat(m.experts_per_token * pop / replicas, replicas.astype(int))
     q = np.sort(q)
+    if np.ptp(q) <= 1e-12 * q.max():        # uniform: one exact bin
+        return [(float(q.size), float(q[0]))], imbalance
     bins = []
     for chunk in np.array_split(q, min(n_bins, q.size)):
         if chunk.size:
@@ -337,17 +339,11 @@ def _combine(g: _Geom, parts) -> Any:
                                  overhead_s=parts["overhead_s"])
 
 
-def _binding(named: Mapping[str, Any]) -> xr.DataArray | str:
-    """Label of the largest part at each point."""
-    names = list(named)
-    arrays = [named[n] for n in names]
-    if all(np.ndim(a) == 0 for a in arrays):
-        return names[int(np.argmax([float(a) for a in arrays]))]
-    stacked = xr.concat([xr.DataArray(a) if not isinstance(a, xr.DataArray) else a
-                         for a in arrays], dim="resource", coords="minimal", join="outer")
-    idx = stacked.argmax("resource")
-    return xr.DataArray(np.asarray(names, dtype=object)[idx.values], dims=idx.dims,
-                        coords=idx.coords).astype(str)
+def _binding(named: Mapping[str, Any]) -> Any:
+    """Label of the largest part at each point (numpy arrays in, array of labels out)."""
+    names = np.asarray(list(named))
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in named.values()])
+    return names[np.argmax(np.stack(arrays), axis=0)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,8 +375,6 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
     if acceptance_by_position is not None:
         tps = kspec.expected_tokens_per_step_sequence(draft_depth=d,
                                                       acceptance_by_position=acceptance_by_position)
-        if isinstance(d, xr.DataArray):
-            tps = xr.DataArray(tps, dims=d.dims, coords=d.coords)
     else:
         tps = kspec.expected_tokens_per_step(draft_depth=d, acceptance_rate=ax["acceptance_rate"])
     step_s = verify_s + draft_s
@@ -576,6 +570,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     struct = {k: _listify(kwargs.get(k, v)) for k, v in STRUCT_AXES.items()}
     struct_dims = [k for k in STRUCT_AXES if isinstance(kwargs.get(k), (list, tuple))]
 
+    dim_order, dim_sizes, raw_axes = _raw_axes(axes)
     blocks = []
     for mi, hi in itertools.product(models, hws):
         for combo in itertools.product(*struct.values()):
@@ -584,9 +579,9 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
             if (draft is None and mi.n_mtp_modules == 0
                     and np.any(np.asarray(axes["draft_depth"]) > 0)):
                 raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
-                                "module; pass draft_model=NAME")
-            res = _evaluate_block(g, axes, acceptance_by_position, draft)
-            ds = _to_dataset(res, axes)
+                                "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+            res = _evaluate_block(g, raw_axes, acceptance_by_position, draft)
+            ds = _to_dataset(res, dim_order, dim_sizes, axes)
             coords = {"model": mi.name, "hardware": hi.name}
             coords.update({k: s[k] for k in struct_dims})
             ds = ds.expand_dims({k: [v] for k, v in coords.items()})
@@ -619,16 +614,49 @@ def _unit_of(name: str) -> str:
         name, "label")
 
 
-def _to_dataset(res: Mapping[str, Any], axes: Mapping[str, Any]) -> xr.Dataset:
+def _raw_axes(axes: Mapping[str, Any]):
+    """Axes as plain numpy arrays on one common dimension order, with singleton dimensions
+    where an axis does not vary, so the kernels broadcast by numpy rules at numpy speed."""
+    order: list[str] = []
+    sizes: dict[str, int] = {}
+    for a in axes.values():
+        if isinstance(a, xr.DataArray):
+            for d in a.dims:
+                if d not in sizes:
+                    order.append(d)
+                    sizes[d] = a.sizes[d]
+                elif sizes[d] != a.sizes[d]:
+                    raise SpecError(f"axis dimension {d!r} has sizes {sizes[d]} and "
+                                    f"{a.sizes[d]}; axes sharing a dimension must agree")
+    raw = {}
+    for k, a in axes.items():
+        if isinstance(a, xr.DataArray):
+            present = [d for d in order if d in a.dims]
+            arr = np.asarray(a.transpose(*present).values, dtype=float)
+            raw[k] = arr.reshape([sizes[d] if d in a.dims else 1 for d in order])
+        else:
+            raw[k] = float(a)
+    return order, sizes, raw
+
+
+def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -> xr.Dataset:
     data = {}
     for k, v in res.items():
-        da = v if isinstance(v, xr.DataArray) else xr.DataArray(v)
+        arr = np.asarray(v)
+        if arr.ndim == 0:
+            da = xr.DataArray(arr[()])
+        else:
+            keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
+            squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
+            da = xr.DataArray(arr.squeeze(axis=squeeze), dims=[order[i] for i in keep])
         da.attrs["units"] = _unit_of(k)
         data[k] = da
     ds = xr.Dataset(data)
+    for a in axes.values():
+        if isinstance(a, xr.DataArray):
+            ds = ds.assign_coords({c: a[c] for c in a.coords})
     for name, a in axes.items():
-        if isinstance(a, xr.DataArray) and name in a.dims:
-            ds = ds.assign_coords({name: a[name]})
+        if name in ds.coords:
             ds[name].attrs["units"] = NUMERIC_AXES[name][1]
     return ds
 

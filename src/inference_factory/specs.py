@@ -408,6 +408,9 @@ class ModelSpec:
 
     # -- KV cache ---------------------------------------------------------------------------
     def kv_bytes_per_token_per_layer(self, kv_precision: str) -> float:
+        if kv_precision not in units.BYTES_PER_ELEMENT:
+            raise SpecError(f"kv_precision = {kv_precision!r} is not one of "
+                            f"{sorted(units.BYTES_PER_ELEMENT)}")
         b = units.BYTES_PER_ELEMENT[kv_precision]
         if self.is_mla:
             return kparams.mla_kv_bytes_per_token_per_layer(

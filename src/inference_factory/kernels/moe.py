@@ -27,7 +27,8 @@ def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
     """
     total = 0.0
     for m, q in expert_hit_prob:
-        total = total + m * (1.0 - (1.0 - q) ** tokens)
+        # (1 - q)^T written as exp(T ln(1 - q)): one multiply and one exp per point
+        total = total + m * (1.0 - np.exp(tokens * np.log1p(-q)))
     return total
 
 

@@ -1,0 +1,84 @@
+"""Benchmark: grid points per second of a full prefill + decode evaluation (realism on).
+
+Every point is a distinct random configuration (batch size, KV length, prompt length,
+prefill batch, draft depth, acceptance, cache-hit rate) along one ``point`` dimension, so
+nothing is separable and every variable is computed at every point. The grid is evaluated in
+chunks so peak memory stays bounded; a plain Python loop over scalar points in the same run
+gives the speed ratio.
+
+    python benchmarks/bench_roofline.py [--points 10000000] [--chunk 1000000] [--loop 200]
+
+Figures are machine- and load-dependent: compare the ratio, not the absolute rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import xarray as xr
+
+import inference_factory as inf
+
+CASES = {
+    "DeepSeek-V3/H800 (MLA, MoE, DP+EP over nodes, MTP, two-batch)":
+        ("DeepSeek-V3", "H800-SXM", dict(dp=32, ep=32, redundant_experts=32, expert_skew=0.8,
+                                         overlap="two-batch", kv_precision="fp8"), True),
+    "Llama-3.1-70B/H100 TP8 (dense GQA)": ("Llama-3.1-70B", "H100-SXM", dict(tp=8), False),
+}
+
+
+def _random_axes(rng, n, mtp):
+    def da(values):
+        return xr.DataArray(values, dims="point")
+    return dict(
+        batch_size=da(rng.integers(1, 513, n).astype(float)),
+        kv_len=da(rng.integers(128, 32769, n).astype(float)),
+        prompt_len=da(rng.integers(128, 32769, n).astype(float)),
+        prefill_batch_size=da(rng.integers(1, 9, n).astype(float)),
+        draft_depth=da(rng.integers(0, 4 if mtp else 1, n).astype(float)),
+        acceptance_rate=da(rng.uniform(0.5, 0.95, n)),
+        cache_hit_rate=da(rng.uniform(0.0, 0.9, n)),
+    )
+
+
+def _summary(ds):
+    # a reduction that touches the outputs, as a sweep writing results would
+    return (float(ds.decode_tokens_per_s_per_gpu.max()) + float(ds.ttft_s.min())
+            + int((ds.decode_binding_resource == "memory").sum()))
+
+
+def run(points: int, chunk: int, loop_points: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    print(f"points {points:,}, chunk {chunk:,}, python-loop sample {loop_points}")
+    for label, (model, hw, kw, mtp) in CASES.items():
+        inf.evaluate(model, hw, **kw)  # warm the spec cache
+        done, t0 = 0, time.perf_counter()
+        while done < points:
+            n = min(chunk, points - done)
+            ds = inf.evaluate(model, hw, **kw, **_random_axes(rng, n, mtp))
+            _summary(ds)
+            done += n
+        vec_s = time.perf_counter() - t0
+        axes = _random_axes(rng, loop_points, mtp)
+        t0 = time.perf_counter()
+        for i in range(loop_points):
+            point = {k: float(v.values[i]) for k, v in axes.items()}
+            inf.evaluate(model, hw, **kw, **point)
+        loop_s = time.perf_counter() - t0
+        vec_rate, loop_rate = points / vec_s, loop_points / loop_s
+        print(f"{label}\n  vectorized {vec_rate:,.0f} points/s ({vec_s:.2f} s)   "
+              f"python loop {loop_rate:,.1f} points/s   ratio {vec_rate / loop_rate:,.0f}x")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory {peak_mib:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=10_000_000)
+    ap.add_argument("--chunk", type=int, default=1_000_000)
+    ap.add_argument("--loop", type=int, default=200)
+    a = ap.parse_args()
+    run(a.points, a.chunk, a.loop)
