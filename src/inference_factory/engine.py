@@ -307,13 +307,17 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
             message_bytes=msg, n_ranks=tp, link_bytes_per_s=link, latency_s=lat)
     if m.is_moe and L.n_moe and g.ep > 1:
         local_tokens = tokens / tp                    # sequence-parallel share of this GPU
-        per_token = m.experts_per_token * h
+        dom = hw.scale_up_domain_gpus
+        c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=m.experts_per_token,
+                                                  n_ranks=g.ep, domain_gpus=dom)
+        c_out = kcomm.ep_copies_per_token_scale_out(experts_per_token=m.experts_per_token,
+                                                    n_ranks=g.ep, domain_gpus=dom)
+        lat = rl.out_latency_s if g.ep > dom else rl.up_latency_s
         for b in (g.dispatch_b, g.combine_b):
+            per_copy = local_tokens * h * b
             comm = comm + L.n_moe * kcomm.alltoall_s(
-                bytes_per_gpu=local_tokens * per_token * b, n_ranks=g.ep,
-                domain_gpus=hw.scale_up_domain_gpus, scale_up_bytes_per_s=up_bw,
-                scale_out_bytes_per_s=out_bw, scale_up_latency_s=rl.up_latency_s,
-                scale_out_latency_s=rl.out_latency_s)
+                scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
+                scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw, latency_s=lat)
 
     compute_s = sum(f / r for f, _, r, _ in groups.values())
     memory_s = sum(b / w for _, b, _, w in groups.values())

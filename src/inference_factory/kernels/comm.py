@@ -17,24 +17,44 @@ def ring_allreduce_s(*, message_bytes, n_ranks, link_bytes_per_s, latency_s):
     return 2.0 * (n - 1.0) / n * message_bytes / link_bytes_per_s + latency_s * (n > 1.0)
 
 
-def alltoall_s(*, bytes_per_gpu, n_ranks, domain_gpus, scale_up_bytes_per_s,
-               scale_out_bytes_per_s, scale_up_latency_s, scale_out_latency_s):
-    r"""Time of one all-to-all (EP dispatch or combine) in which each GPU sends
-    ``bytes_per_gpu`` spread uniformly over the ``n_ranks`` ranks of the group.
+def ep_copies_per_token_scale_up(*, experts_per_token, n_ranks, domain_gpus):
+    r"""Copies of one token an EP dispatch sends over scale-up links (to peers in its own
+    scale-up domain).
 
-    .. math::
-        t = \max\left(\frac{M f_{in}}{W_{up}}, \frac{M f_{out}}{W_{out}}\right) + \alpha,
-        \quad f_{in} = \frac{\min(n, D) - 1}{n}, \; f_{out} = \frac{\max(n - D, 0)}{n}
+    .. math:: c_{up} = k \frac{\min(n, D) - 1}{n}
 
-    Traffic to ranks in the sender's scale-up domain (D GPUs) uses NVLink/xGMI; the rest uses
-    the scale-out NIC; both run concurrently. alpha is the scale-out latency when the group
-    spans domains, else the scale-up latency. The share addressed to the sender itself
-    (1/n) moves no data.
+    Experts are spread uniformly over the n ranks; each of the k selected experts lives on a
+    peer of the sender's D-GPU domain with probability (min(n, D) - 1)/n (the sender's own
+    share moves no data).
     """
     n = np.maximum(n_ranks, 1.0)
-    f_in = (np.minimum(n, domain_gpus) - 1.0) / n
-    f_out = np.maximum(n - domain_gpus, 0.0) / n
-    spans = n > domain_gpus
-    latency = scale_out_latency_s * spans + scale_up_latency_s * (1 - spans) * (n > 1)
-    return np.maximum(bytes_per_gpu * f_in / scale_up_bytes_per_s,
-                      bytes_per_gpu * f_out / scale_out_bytes_per_s) + latency
+    return experts_per_token * (np.minimum(n, domain_gpus) - 1.0) / n
+
+
+def ep_copies_per_token_scale_out(*, experts_per_token, n_ranks, domain_gpus):
+    r"""Copies of one token an EP dispatch sends over the scale-out NIC, deduplicated per
+    destination node.
+
+    .. math:: c_{out} = (N - 1)\left[1 - \left(1 - \frac{1}{N}\right)^{k}\right],
+              \quad N = \max(n / D, 1)
+
+    DeepEP's internode kernels send a token once to each remote node that hosts any of its
+    k experts and forward it inside the node over NVLink (DeepEP README; DeepSeek-V3 report
+    sec. 3.2.2). Each of the N - 1 remote nodes is hit with probability 1 - (1 - 1/N)^k under
+    uniform routing. Zero when the group fits in one domain.
+    """
+    n_nodes = np.maximum(n_ranks / domain_gpus, 1.0)
+    return (n_nodes - 1.0) * (1.0 - (1.0 - 1.0 / n_nodes) ** experts_per_token)
+
+
+def alltoall_s(*, scale_up_bytes, scale_out_bytes, scale_up_bytes_per_s, scale_out_bytes_per_s,
+               latency_s):
+    r"""Time of one all-to-all (EP dispatch or combine) of one GPU.
+
+    .. math:: t = \max\left(\frac{M_{up}}{W_{up}}, \frac{M_{out}}{W_{out}}\right) + \alpha
+
+    Scale-up and scale-out traffic run concurrently; alpha is the latency of the slowest
+    link used (the caller picks it).
+    """
+    return np.maximum(scale_up_bytes / scale_up_bytes_per_s,
+                      scale_out_bytes / scale_out_bytes_per_s) + latency_s
