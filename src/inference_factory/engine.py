@@ -7,7 +7,8 @@ kernels in :mod:`inference_factory.kernels`: there is no Python loop over grid p
 Structural choices (hardware, model, parallelism, precisions, overlap policy) may be lists
 too; each combination is one vectorized block, concatenated along its own dimension.
 
-The engine holds no physics of its own beyond wiring: every equation is a kernel.
+The engine wires kernels together: it counts, per operation group, the parameters, tokens
+and bytes the kernels take (documented in docs/MODEL.md); the rate equations are kernels.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class _Geom:
     combine_b: float
     overlap: str
     tier: str
+    popularity: tuple | None = None
 
     @property
     def n_gpus(self) -> int:
@@ -103,7 +105,8 @@ class _Geom:
         return float(min(self.tp, self.m.n_kv_heads))
 
 
-def _validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Realism) -> _Geom:
+def _validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Realism,
+                     popularity=None) -> _Geom:
     def pos_int(key):
         v = s[key]
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -147,7 +150,17 @@ def _validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: R
     return _Geom(m=m, hw=hw, rl=rl, tp=tp, dp=dp, ep=ep, redundant=int(red), skew=float(skew),
                  wprec=wp, eprec=mp, kvprec=kvp, aprec=ap,
                  dispatch_b=units.BYTES_PER_ELEMENT[dpb], combine_b=units.BYTES_PER_ELEMENT[cpb],
-                 overlap=s["overlap"], tier=s["cache_tier"])
+                 overlap=s["overlap"], tier=s["cache_tier"], popularity=_popularity(m, popularity))
+
+
+def _popularity(m: ModelSpec, popularity) -> tuple | None:
+    if popularity is None or not m.is_moe:
+        return None
+    p = np.asarray(popularity, dtype=float)
+    if p.shape != (m.n_routed_experts,) or np.any(~np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+        raise SpecError(f"expert_popularity must be {m.n_routed_experts} non-negative shares "
+                        f"(one per routed expert of {m.name!r}); got shape {p.shape}")
+    return tuple(p / p.sum())
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +200,10 @@ def _expert_bins(g: _Geom, n_bins: int = 8) -> tuple[list[tuple[float, float]], 
     """Replica hit-probability bins (m_j replicas, each chosen by a token with prob. q_j) and
     the placement's max/mean load, for the block's skew, EP degree and redundant experts."""
     m = g.m
-    pop = kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=g.skew)
+    if g.popularity is not None:
+        pop = np.asarray(g.popularity, dtype=float)
+    else:
+        pop = kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=g.skew)
     balanced = g.redundant > 0
     imbalance = kmoe.rank_load_imbalance(popularity=pop, n_ranks=g.ep, n_redundant=g.redundant,
                                          balanced=balanced)
@@ -374,7 +390,8 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
     else:
         dpass = _forward(g, _mtp_layers(m), seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0,
                          kv_read_tokens=ctx, logit_tokens_per_seq=1.0, phase="decode")
-    draft_pass_s = _combine(g if draft is None else replace(g, m=draft), dpass)
+    # a draft pass is a single micro-batch: nothing to overlap its communication with
+    draft_pass_s = _combine(replace(g, m=draft if draft is not None else m, overlap="none"), dpass)
     draft_s = d * draft_pass_s
     if acceptance_by_position is not None:
         tps = kspec.expected_tokens_per_step_sequence(draft_depth=d,
@@ -405,9 +422,13 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
                    kv_read_tokens=P, logit_tokens_per_seq=1.0, phase="prefill", micro_batches=mb)
     tier_bw = {"hbm": hw.hbm_bw_bytes_per_s, "dram": hw.host_dram_bw_bytes_per_s,
                "nvme": hw.nvme_bw_bytes_per_s / hw.gpus_per_node}[g.tier]
-    restore_s = kcache.kv_restore_s(restored_tokens=Bp * cached,
-                                    kv_bytes_per_token=m.kv_bytes_per_token(g.kvprec) / g.kv_split,
-                                    tier_bytes_per_s=tier_bw)
+    kvl = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
+    restore_s = (kcache.kv_restore_s(restored_tokens=Bp * cached,
+                                     kv_bytes_per_token=kvl * m.n_full_attention_layers,
+                                     tier_bytes_per_s=tier_bw)
+                 + kcache.kv_restore_s(restored_tokens=Bp * np.minimum(cached, m.sliding_window_tokens),
+                                       kv_bytes_per_token=kvl * m.n_sliding_window_layers,
+                                       tier_bytes_per_s=tier_bw))
     # restoration is prefetched by the copy engines while the GPU computes other requests:
     # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
     pre_s = _combine(g, pre)
@@ -524,6 +545,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
              ideal: bool = False, realism: Realism | None = None,
              acceptance_by_position: Iterable[float] | None = None,
              draft_model: str | ModelSpec | None = None,
+             expert_popularity: Iterable[float] | None = None,
              **kwargs: Any) -> xr.Dataset:
     """Evaluate prefill and decode of ``model`` on ``hardware`` over a grid of named axes.
 
@@ -545,6 +567,9 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         Per-position acceptance a_1..a_D, instead of a constant ``acceptance_rate``.
     draft_model : model name
         Separate draft model for speculative decoding (default: the model's MTP module).
+    expert_popularity : sequence of float
+        Share of routed tokens per expert (overrides ``expert_skew``; e.g. measured or mixed
+        from workload classes).
 
     Returns
     -------
@@ -579,7 +604,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     for mi, hi in itertools.product(models, hws):
         for combo in itertools.product(*struct.values()):
             s = dict(zip(struct, combo))
-            g = _validate_struct(mi, hi, s, rl)
+            g = _validate_struct(mi, hi, s, rl, expert_popularity)
             if (draft is None and mi.n_mtp_modules == 0
                     and np.any(np.asarray(axes["draft_depth"]) > 0)):
                 raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "

@@ -67,8 +67,10 @@ class Realism:
     def large_gemm_frac(self, hw: HardwareSpec, precision: str) -> float:
         if not self.gemm:
             return 1.0
-        if self.use_measured_matmul and precision in hw.measured_matmul_flop_per_s:
-            return hw.measured_matmul_flop_per_s[precision] / hw.flop_per_s(precision)
+        # FP16 and BF16 run on the same tensor cores at the same peak: share the measurement
+        key = "bf16" if precision == "fp16" else precision
+        if self.use_measured_matmul and key in hw.measured_matmul_flop_per_s:
+            return hw.measured_matmul_flop_per_s[key] / hw.flop_per_s(key)
         return self.default_large_gemm_frac
 
     @property

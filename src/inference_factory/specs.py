@@ -416,7 +416,10 @@ class ModelSpec:
             return kparams.mla_kv_bytes_per_token_per_layer(
                 kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
                 latent_bytes_per_elem=b, rope_bytes_per_elem=max(b, 2.0),
-                scale_bytes_per_token=(0.0 if b >= 2.0 else 4.0 * self.kv_lora_rank / 128.0))
+                # FlashMLA FP8 layout: four FP32 scales per 512-wide latent; MXFP4's 4.25 bits
+                # per element already include its block scales
+                scale_bytes_per_token=(4.0 * self.kv_lora_rank / 128.0 if kv_precision == "fp8"
+                                       else 0.0))
         return kparams.gqa_kv_bytes_per_token_per_layer(
             n_kv_heads=self.n_kv_heads, head_dim_k=self.head_dim_qk, head_dim_v=self.head_dim_v,
             kv_bytes_per_elem=b)

@@ -87,7 +87,7 @@ def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, s
     n_ranks = int(n_ranks)
     if n_ranks <= 1:
         return 1.0
-    slots = (n_exp + int(n_redundant)) // n_ranks
+    slots = -(-(n_exp + int(n_redundant)) // n_ranks)   # ceil: as weight memory counts them
     if not balanced:
         order = np.random.default_rng(seed).permutation(n_exp)
         shuffled = p[order]
