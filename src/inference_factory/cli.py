@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+import tempfile
 import typing
 from typing import Any, Iterable, Sequence
 
 import click
 
-from . import __version__, units
+from . import __version__, units, validation
 from .engine import NUMERIC_AXES, RESOURCES, STRUCT_AXES, CacheTier, Overlap, evaluate
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
@@ -465,6 +467,77 @@ def roofline(model: str, hardware: str, ideal: bool, as_json: bool, draft_model:
 
 
 # --------------------------------------------------------------------------------------------
+# validate
+# --------------------------------------------------------------------------------------------
+
+def _validation_json(results, summary) -> str:
+    records = [{k: _json_value(v) for k, v in r.items()} for r in results.to_dict("records")]
+    return json.dumps({"cases": records, "summary": summary}, indent=2, allow_nan=False,
+                      default=_json_value)
+
+
+def _validation_text(results, summary) -> str:
+    rows = [(r.case_id, r.phase, r.hardware, r.metric, validation.format_number(r.predicted),
+             validation.format_number(r.published),
+             f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") for r in results.itertuples()]
+    lines = [_table(["CASE", "PHASE", "HARDWARE", "METRIC", "PREDICTED", "PUBLISHED", "RATIO",
+                     "|LN ERR|"], rows, right=(4, 5, 6, 7)), ""]
+    groups = [("all", summary["overall"])]
+    groups += [(f"phase {k}", v) for k, v in summary["by_phase"].items()]
+    groups += [(f"hardware {k}", v) for k, v in summary["by_hardware"].items()]
+    srows = [(name, str(s["n_cases"]), f"{s['median_abs_log_error']:.3f}",
+              f"{s['worst_abs_log_error']:.3f}", f"{s['geomean_ratio']:.3f}", s["worst_case"])
+             for name, s in groups]
+    lines.append(_table(["SUMMARY", "CASES", "MEDIAN |LN ERR|", "WORST |LN ERR|", "GEOMEAN RATIO",
+                         "WORST CASE"], srows, right=(1, 2, 3, 4)))
+    return "\n".join(lines)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, so that an
+    error never leaves a half-written file behind."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".validate-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise SpecError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@cli.command("validate")
+@click.option("--cases", "cases_path", required=True, metavar="FILE.csv",
+              help="Case file (columns in docs/VALIDATION.md), e.g. validation/dev_cases.csv.")
+@click.option("--json", "as_json", is_flag=True, help="Print cases and summary as one JSON object.")
+@click.option("--output", "-o", "output", default=None, metavar="FILE",
+              help="Also write the results: FILE.json (cases + summary) or FILE.csv (cases).")
+def validate(cases_path: str, as_json: bool, output: str | None) -> None:
+    """Predict every case of a case file and compare with the published figure.
+
+    Reports predicted, published, ratio (predicted / published) and |ln ratio| per case,
+    then the median and worst |ln ratio| overall, by phase and by hardware. Nothing is
+    fitted: the engine runs with the bundled realism constants.
+    """
+    suffix = os.path.splitext(output)[1].lower().lstrip(".") if output else ""
+    if output is not None and suffix not in ("json", "csv"):
+        raise SpecError(f"--output {output!r}: the file name must end in .json or .csv")
+    cases = validation.load_cases(cases_path)
+    results = validation.predict(cases)
+    summary = validation.summarize(results)
+    json_text = _validation_json(results, summary)
+    if output is not None:
+        text = json_text + "\n" if suffix == "json" else results.to_csv(index=False)
+        _write_atomically(output, text)
+    click.echo(json_text if as_json else _validation_text(results, summary))
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
 
@@ -476,3 +549,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+# --------------------------------------------------------------------------------------------
+# factory commands (defined in the factory layer, registered here)
+# --------------------------------------------------------------------------------------------
+
+from .factory.cli_commands import compare_cmd, simulate_cmd  # noqa: E402
+
+cli.add_command(compare_cmd)
+cli.add_command(simulate_cmd)

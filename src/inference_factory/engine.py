@@ -248,12 +248,15 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
 
     # dense path: attention projections, norms, dense FFNs, routers, shared experts
     flop = 2.0 * tokens * L.dense_path_params / tp
-    if m.is_mla and phase == "prefill":
-        # non-absorbed MLA: the cached prefix's latent is up-projected to K_nope and V again
-        kv_up = m.kv_lora_rank * m.n_q_heads * (m.qk_nope_head_dim + m.head_dim_v)
-        flop = flop + 2.0 * seqs * cached_tokens * kv_up * L.n_total / tp
     groups["dense"] = (flop, L.dense_path_params * wb / tp, gemm_rate(g.wprec, tokens),
                        bw * rl.weight_hbm_frac)
+    if m.is_mla and phase == "prefill":
+        # non-absorbed MLA: the cached prefix's latent is up-projected to K_nope and V again,
+        # a GEMM whose M is the cached tokens (its weights are already streamed above)
+        kv_up = m.kv_lora_rank * m.n_q_heads * (m.qk_nope_head_dim + m.head_dim_v)
+        prefix = seqs * cached_tokens
+        groups["mla_prefix_up"] = (2.0 * prefix * kv_up * L.n_total / tp, 0.0,
+                                   gemm_rate(g.wprec, prefix), bw * rl.weight_hbm_frac)
 
     # embedding rows and lm_head (logits only where needed: every verified position in
     # decode, the last prompt position in prefill)

@@ -94,6 +94,7 @@ class FactoryConfig:
     economics: Economics
     path: str = ""
     baseline: "FactoryConfig | None" = field(default=None, compare=False)
+    baseline_path: str = ""
 
     def with_levers(self, levers: Levers) -> "FactoryConfig":
         return dataclasses.replace(self, levers=levers)
@@ -210,15 +211,18 @@ def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
     return spec, trace
 
 
-def load_config(path: str | os.PathLike, *, _base: FactoryConfig | None = None) -> FactoryConfig:
-    """Load a factory config. ``extends = "other.toml"`` inherits every unset table/key."""
+def load_config(path: str | os.PathLike, *, with_baseline: bool = True) -> FactoryConfig:
+    """Load a factory config. ``extends = "other.toml"`` inherits every unset table/key;
+    ``baseline = "file.toml"`` names the config ``compare`` runs against."""
     p = Path(path)
     t = _Table(p, _read_toml(p))
     extends = t.get("extends", str, required=False, default="")
-    base = _base
+    base = None
     if extends:
         bp = (p.parent / extends).resolve()
-        base = load_config(bp)
+        if bp == p.resolve():
+            raise SpecError(f"{p}: extends = {extends!r} names the file itself")
+        base = load_config(bp, with_baseline=False)
     name = t.get("name", str, required=base is None, default=base and base.name)
     desc = t.get("description", str, required=False, default=base.description if base else "")
 
@@ -296,12 +300,25 @@ def load_config(path: str | os.PathLike, *, _base: FactoryConfig | None = None) 
         raise SpecError(f"{p}: economics.rental_usd_per_gpu_hour is needed for cost_basis = 'rental'")
 
     bt = t.get("baseline", str, required=False, default="")
+    inherited = False
+    if not bt and base is not None and base.baseline_path and with_baseline:
+        bt, inherited = base.baseline_path, True
     t.done()
     cfg = FactoryConfig(name=name, description=desc, model=spec.name, price=prices[price_id],
                         workload=workload, trace_path=trace, prefill=prefill, decode=decode,
                         levers=Levers(**lk), ttft_slo_s=ttft, tpot_slo_s=tpot,
                         target_utilization=util, economics=econ, path=str(p))
     if bt:
-        bpath = (p.parent / bt).resolve()
-        cfg = dataclasses.replace(cfg, baseline=load_config(bpath, _base=dataclasses.replace(cfg, baseline=None)))
+        bpath = (p.parent / bt).resolve() if not os.path.isabs(bt) else Path(bt)
+        cfg = dataclasses.replace(cfg, baseline_path=str(bpath))
+        if bpath == p.resolve():
+            if not inherited:
+                raise SpecError(f"{p}: baseline = {bt!r} names the file itself")
+            return dataclasses.replace(cfg, baseline_path="")
+        if with_baseline:
+            b = load_config(bpath, with_baseline=False)
+            # the baseline serves the same traffic at the same prices
+            b = dataclasses.replace(b, workload=cfg.workload, trace_path=cfg.trace_path,
+                                    price=cfg.price, model=cfg.model)
+            cfg = dataclasses.replace(cfg, baseline=b)
     return cfg

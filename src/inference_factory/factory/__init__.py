@@ -1,0 +1,1 @@
+"""Factory layer: deterministic request traces and the tiered prefix KV cache."""
