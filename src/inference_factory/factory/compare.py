@@ -81,8 +81,10 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
         for lever in LEVERS:
             if getattr(cfg.levers, lever) == getattr(base_cfg.levers, lever):
                 continue
+            # cache capacity is infrastructure: held at the factory's while another lever is
+            # switched off it; the baseline + prefix_cache run simulates its own
             off = simulate(cfg.with_levers(cfg.levers.switched(**{lever: False})), trace,
-                           name=f"factory - {lever}", cache_memo=memo)
+                           name=f"factory - {lever}", cache_memo=memo, cache_result=fact.cache)
             on = simulate(base_cfg.with_levers(base_cfg.levers.switched(**{lever: True})), trace,
                           name=f"baseline + {lever}", cache_memo=memo)
             rows.append({

@@ -37,6 +37,7 @@ class SideResult:
     name: str
     metrics: dict[str, Any]
     per_request: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    cache: Any = field(default=None, repr=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,8 +242,11 @@ def _units(gpus: np.ndarray, unit: int) -> np.ndarray:
 
 
 def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None = None,
-             cache_memo: dict | None = None) -> SideResult:
-    """Serve ``trace`` (default: the config's synthetic or loaded trace) with ``cfg``."""
+             cache_memo: dict | None = None, cache_result=None) -> SideResult:
+    """Serve ``trace`` (default: the config's synthetic or loaded trace) with ``cfg``.
+
+    ``cache_result`` reuses the prefix-cache simulation of another side on the same trace
+    (the attribution holds cache capacity fixed while it switches a non-cache lever)."""
     m = load_model(cfg.model)
     lv = cfg.levers
     if trace is None:
@@ -301,7 +305,9 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                                   float(_units(np.array([gpus_p0]), ppool.unit_gpus)[0]))
     if lv.prefix_cache:
         key = (id(trace), tuple(round(c, -3) for c in caps))
-        res = cache_memo.get(key) if cache_memo is not None else None
+        res = cache_result
+        if res is None and cache_memo is not None:
+            res = cache_memo.get(key)
         if res is None:
             res = simulate_prefix_cache(trace, capacity_tokens=caps)
             if cache_memo is not None:
@@ -445,7 +451,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant},
     }
     return SideResult(name=name or cfg.name, metrics=metrics,
-                      per_request={"ttft_s": ttft, "tpot_s": tpot, "hit_tokens": hit_tok})
+                      per_request={"ttft_s": ttft, "tpot_s": tpot, "hit_tokens": hit_tok},
+                      cache=res if lv.prefix_cache else None)
 
 
 def dataclasses_replace(obj, **kw):
