@@ -136,14 +136,10 @@ def test_deepep_low_latency_nvlink_times(ep, dispatch_us, combine_us):
         assert 0.9 <= ratio <= 1.15, (ep, nbytes, ratio)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: the engine sends decode dispatch/combine with the normal kernels' per-node "
-    "deduplication, (N-1)(1-(1-1/N)^k) NIC copies, while DeepEP's low-latency decode kernels "
-    "send k(n-D)/n; decode comm is under-predicted 2.7x at EP16, 1.4x at EP64, 1.2x at EP128 "
-    "(docs/VALIDATION.md). Remove this marker when the engine models the low-latency path."))
 @pytest.mark.parametrize("ep,dispatch_us,combine_us", DEEPEP_LL_NVLINK)
 def test_engine_decode_ep_copies_match_low_latency_kernels(ep, dispatch_us, combine_us):
     up = comm.ep_copies_per_token_scale_up(experts_per_token=8, n_ranks=ep, domain_gpus=8)
-    out = comm.ep_copies_per_token_scale_out(experts_per_token=8, n_ranks=ep, domain_gpus=8)
+    out = comm.ep_copies_per_token_scale_out_per_expert(experts_per_token=8, n_ranks=ep,
+                                                         domain_gpus=8)
     ratio = _ll_time_us(ep, 1, up, out) / dispatch_us
     assert 0.85 <= ratio <= 1.15, (ep, ratio)

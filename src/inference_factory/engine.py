@@ -329,8 +329,11 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
         dom = hw.scale_up_domain_gpus
         c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=m.experts_per_token,
                                                   n_ranks=g.ep, domain_gpus=dom)
-        c_out = kcomm.ep_copies_per_token_scale_out(experts_per_token=m.experts_per_token,
-                                                    n_ranks=g.ep, domain_gpus=dom)
+        # prefill uses DeepEP's normal kernels (one NIC copy per remote node, forwarded over
+        # NVLink); decode uses the low-latency kernels (one NIC copy per remote expert)
+        copies_out = (kcomm.ep_copies_per_token_scale_out if phase == "prefill"
+                      else kcomm.ep_copies_per_token_scale_out_per_expert)
+        c_out = copies_out(experts_per_token=m.experts_per_token, n_ranks=g.ep, domain_gpus=dom)
         lat = rl.out_latency_s if g.ep > dom else rl.up_latency_s
         for b in (g.dispatch_b, g.combine_b):
             per_copy = local_tokens * h * b
@@ -338,6 +341,12 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
                 scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
                 scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw, latency_s=lat)
 
+    has_comm = tp > 1 or (m.is_moe and L.n_moe and g.ep > 1)
+    if micro_batches > 1 and phase == "prefill" and has_comm:
+        # overlapped communication kernels occupy SMs the GEMMs and attention then lack
+        # (DeepEP normal kernels; DeepSeek's decode uses IBGDA low-latency kernels: 0 SMs)
+        keep = 1.0 - rl.comm_sm_frac
+        groups = {k: (f, b, r * keep, w) for k, (f, b, r, w) in groups.items()}
     compute_s = sum(f / r for f, _, r, _ in groups.values())
     memory_s = sum(b / w for _, b, _, w in groups.values())
     ops_s = sum(kroof.op_time_s(flop=f, bytes_moved=b, flop_per_s=r, bytes_per_s=w)

@@ -16,8 +16,8 @@ from . import units
 from .errors import SpecError
 from .specs import HardwareSpec, _read_toml, _Table, data_dir
 
-TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "routing",
-         "memory")
+TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
+         "routing", "memory")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Realism:
     scale_out_latency_s: float = 20e-6
     overhead: bool = True
     per_layer_overhead_s: float = 20e-6
+    overlap_sms: bool = True
+    overlap_comm_sm_frac: float = 20.0 / 132.0
     routing: bool = True
     memory: bool = True
     runtime_reserve_frac: float = 0.08
@@ -69,8 +71,14 @@ class Realism:
             return 1.0
         # FP16 and BF16 run on the same tensor cores at the same peak: share the measurement
         key = "bf16" if precision == "fp16" else precision
-        if self.use_measured_matmul and key in hw.measured_matmul_flop_per_s:
-            return hw.measured_matmul_flop_per_s[key] / hw.flop_per_s(key)
+        measured = hw.measured_matmul_flop_per_s
+        if self.use_measured_matmul and key in measured:
+            return measured[key] / hw.flop_per_s(key)
+        if self.use_measured_matmul and measured:
+            # no measurement at this precision: the device's own fraction of peak at the
+            # precisions it was measured at transfers better than another device's
+            fracs = [v / hw.flop_per_s(p) for p, v in measured.items()]
+            return min(fracs)
         return self.default_large_gemm_frac
 
     @property
@@ -110,6 +118,10 @@ class Realism:
         return self.per_layer_overhead_s if self.overhead else 0.0
 
     @property
+    def comm_sm_frac(self) -> float:
+        return self.overlap_comm_sm_frac if self.overlap_sms else 0.0
+
+    @property
     def reserve_frac(self) -> float:
         return self.runtime_reserve_frac if self.memory else 0.0
 
@@ -147,6 +159,12 @@ def load_realism(path: str | os.PathLike | None = None) -> Realism:
     kw.update(overhead=o.get("enabled", bool),
               per_layer_overhead_s=o.get("per_layer_us", float, minimum=0.0) * units.US)
     o.done()
+    ov = t.table("overlap")
+    kw.update(overlap_sms=ov.get("enabled", bool),
+              overlap_comm_sm_frac=ov.get("comm_sm_frac", float, minimum=0.0))
+    if kw["overlap_comm_sm_frac"] >= 1:
+        raise SpecError(f"{p}: overlap.comm_sm_frac = {kw['overlap_comm_sm_frac']} must lie in [0, 1)")
+    ov.done()
     r = t.table("routing")
     kw.update(routing=r.get("enabled", bool))
     r.done()

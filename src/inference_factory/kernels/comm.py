@@ -47,6 +47,20 @@ def ep_copies_per_token_scale_out(*, experts_per_token, n_ranks, domain_gpus):
     return (n_nodes - 1.0) * (1.0 - (1.0 - 1.0 / n_nodes) ** experts_per_token)
 
 
+def ep_copies_per_token_scale_out_per_expert(*, experts_per_token, n_ranks, domain_gpus):
+    r"""Copies of one token sent over the scale-out NIC when every remote expert gets its
+    own copy (no per-node deduplication).
+
+    .. math:: c_{out} = k \frac{\max(n - D, 0)}{n}
+
+    DeepEP's low-latency kernels, used in decode, send token x expert messages point to
+    point (IBGDA) for latency; they reproduce the published low-latency dispatch/combine
+    times within ~10% (tests/test_components.py), where per-node deduplication does not.
+    """
+    n = np.maximum(n_ranks, 1.0)
+    return experts_per_token * np.maximum(n - domain_gpus, 0.0) / n
+
+
 def alltoall_s(*, scale_up_bytes, scale_out_bytes, scale_up_bytes_per_s, scale_out_bytes_per_s,
                latency_s):
     r"""Time of one all-to-all (EP dispatch or combine) of one GPU.
