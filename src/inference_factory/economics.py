@@ -1,0 +1,169 @@
+"""Economics on engine Datasets: $ per million tokens, gross margin, payback, tokens per MW.
+
+A layer on top of :func:`inference_factory.evaluate`: every variable added here is computed
+from the Dataset's throughput variables with the pure formulas of
+:mod:`inference_factory.kernels.economics`, so economics broadcast over any axis (batch size,
+cache-hit rate, hardware...). Prices are dated data (``configs/prices.toml``, hardware
+``[price]``); assumptions without a source are arguments with labelled defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import xarray as xr
+
+from .errors import SpecError
+from .kernels import economics as kecon
+from .specs import HardwareSpec, load_hardware
+
+CostBasis = Literal["rental", "capex", "tco"]
+
+#: GPU power by phase as fractions of TDP (Splitwise H100 model: idle 75 W, prefill 700 W,
+#: decode 380 W of 700 W; serving_facts.md), applied to every device as an assumption.
+IDLE_FRAC_OF_TDP = 75.0 / 700.0
+PREFILL_FRAC_OF_TDP = 1.0
+DECODE_FRAC_OF_TDP = 380.0 / 700.0
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """How one GPU-hour is charged. Defaults are labelled assumptions (docs/CONFIG.md)."""
+
+    cost_basis: CostBasis = "rental"
+    rental_usd_per_gpu_hour: float | None = None    # default: the hardware file's price
+    capex_usd_per_gpu: float | None = None          # default: the hardware file's price
+    depreciation_years: float = 4.0                 # ASSUMPTION
+    residual_frac: float = 0.0
+    pue: float = 1.3                                # low end of 30-50% (serving_facts.md)
+    usd_per_kwh: float = 0.08                       # ASSUMPTION
+    utilization: float = 1.0                        # busy share of the GPU-hour
+
+
+def _price_row(price):
+    from .factory.config import Price, load_prices
+
+    if price is None or isinstance(price, Price):
+        return price
+    prices = load_prices()
+    if price not in prices:
+        raise SpecError(f"price = {price!r} is not a price id; available: {sorted(prices)}")
+    return prices[price]
+
+
+def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tuple[float, float]:
+    """(hardware $/GPU-hour, energy $/GPU-hour) of one GPU of ``hw`` in ``phase``."""
+    frac = PREFILL_FRAC_OF_TDP if phase == "prefill" else DECODE_FRAC_OF_TDP
+    power_w = kecon.gpu_power_w(tdp_w=hw.tdp_w, busy_frac=cost.utilization,
+                                idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=frac)
+    energy = float(kecon.energy_usd_per_hour(power_w=power_w, pue=cost.pue,
+                                             usd_per_kwh=cost.usd_per_kwh))
+    if cost.cost_basis == "rental":
+        rate = cost.rental_usd_per_gpu_hour or hw.price.get("rental_usd_per_gpu_hour")
+        if not rate:
+            raise SpecError(f"{hw.path}: hardware {hw.name!r} lists no rental price; pass "
+                            "rental_usd_per_gpu_hour")
+        return float(rate), 0.0           # an all-in rental already covers power
+    if cost.cost_basis == "tco":
+        rate = hw.price.get("tco_usd_per_gpu_hour")
+        if not rate:
+            raise SpecError(f"{hw.path}: hardware {hw.name!r} lists no TCO price; use "
+                            "cost_basis 'rental' or 'capex'")
+        return float(rate), 0.0           # SemiAnalysis all-in TCO includes opex
+    if cost.cost_basis == "capex":
+        capex = cost.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu")
+        if not capex:
+            raise SpecError(f"{hw.path}: hardware {hw.name!r} lists no capex indication; pass "
+                            "capex_usd_per_gpu")
+        dep = float(kecon.capex_usd_per_gpu_hour(capex_usd_per_gpu=capex,
+                                                 depreciation_years=cost.depreciation_years,
+                                                 residual_frac=cost.residual_frac))
+        return dep, energy
+    raise SpecError(f"cost_basis = {cost.cost_basis!r} is not one of ['capex', 'rental', 'tco']")
+
+
+def _per_hardware(ds: xr.Dataset, fn) -> xr.DataArray | float:
+    """Evaluate ``fn(hw)`` per hardware: a DataArray along ``hardware`` when it is a
+    dimension, else a float for the Dataset's single device."""
+    if "hardware" in ds.dims:
+        names = [str(h) for h in ds["hardware"].values]
+        return xr.DataArray([fn(load_hardware(n)) for n in names], dims="hardware",
+                            coords={"hardware": ds["hardware"].values})
+    return fn(load_hardware(str(ds["hardware"].values)))
+
+
+def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
+                  input_tokens_per_output_token: float = 3.6) -> xr.Dataset:
+    """Add cost, revenue and margin variables to an engine Dataset.
+
+    Parameters
+    ----------
+    ds : xr.Dataset
+        Result of :func:`inference_factory.evaluate` (hardware may be a dimension).
+    price : str or Price, optional
+        Price id in ``configs/prices.toml``; without it only cost variables are added.
+    cost : CostModel
+        GPU-hour charging (rental, capex + energy, or TCO).
+    input_tokens_per_output_token : float
+        Token mix for blended figures (DeepSeek's published 608B/168B per day = 3.6).
+
+    Returns
+    -------
+    xr.Dataset
+        With ``gpu_cost_usd_per_hour``, ``usd_per_mtok_output`` (decode GPU time per million
+        output tokens), ``usd_per_mtok_input`` (prefill GPU time per million input tokens,
+        cache hits included), ``usd_per_mtok_blended``, ``output_tokens_per_s_per_mw``; and,
+        with a price, ``revenue_usd_per_gpu_hour`` (decode and prefill pools),
+        ``gross_margin_frac`` (blended), ``cost_profit_margin_frac`` and ``payback_months``.
+    """
+    cost = cost or CostModel()
+    if input_tokens_per_output_token < 0:
+        raise SpecError(f"input_tokens_per_output_token = {input_tokens_per_output_token} "
+                        "must be >= 0")
+    pr = _price_row(price)
+    out = ds.copy()
+    hw_d = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "decode")))
+    hw_p = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "prefill")))
+    energy_d = _per_hardware(ds, lambda hw: gpu_cost_usd_per_hour(hw, cost, "decode")[1])
+    out["gpu_cost_usd_per_hour"] = hw_d
+    dec_tok_h = ds.decode_tokens_per_s_per_gpu * 3600.0 * cost.utilization
+    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * 3600.0 * cost.utilization
+    out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=hw_d, tokens=dec_tok_h)
+    out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=hw_p, tokens=pre_tok_h)
+    r = input_tokens_per_output_token
+    out["usd_per_mtok_blended"] = (r * out.usd_per_mtok_input + out.usd_per_mtok_output) / (r + 1.0)
+    tdp = _per_hardware(ds, lambda hw: hw.tdp_w)
+    power = kecon.gpu_power_w(tdp_w=tdp, busy_frac=cost.utilization,
+                              idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
+    out["output_tokens_per_s_per_mw"] = kecon.tokens_per_s_per_mw(
+        tokens_per_s=ds.decode_tokens_per_s_per_gpu * cost.utilization,
+        facility_power_w=power * cost.pue)
+    units = {"gpu_cost_usd_per_hour": "USD/GPU-hour", "usd_per_mtok_output": "USD/Mtok",
+             "usd_per_mtok_input": "USD/Mtok", "usd_per_mtok_blended": "USD/Mtok",
+             "output_tokens_per_s_per_mw": "tokens/s/MW"}
+    if pr is not None:
+        hit = ds["cache_hit_rate"] if "cache_hit_rate" in ds.coords else 0.0
+        price_in = (hit * pr.input_cache_hit_usd_per_mtok
+                    + (1 - hit) * pr.input_cache_miss_usd_per_mtok)
+        out["revenue_usd_per_gpu_hour_decode"] = dec_tok_h * pr.output_usd_per_mtok / 1e6
+        out["revenue_usd_per_gpu_hour_prefill"] = pre_tok_h * price_in / 1e6
+        price_blend = (r * price_in + pr.output_usd_per_mtok) / (r + 1.0)
+        out["gross_margin_frac"] = kecon.gross_margin_frac(revenue_usd=price_blend,
+                                                           cost_usd=out.usd_per_mtok_blended)
+        out["cost_profit_margin_frac"] = kecon.cost_profit_margin_frac(
+            revenue_usd=price_blend, cost_usd=out.usd_per_mtok_blended)
+        capex = _per_hardware(ds, lambda hw: cost.capex_usd_per_gpu or
+                              hw.price.get("capex_usd_per_gpu", np.nan))
+        monthly = (out.revenue_usd_per_gpu_hour_decode - energy_d) * kecon.HOURS_PER_MONTH
+        out["payback_months"] = kecon.payback_months(capex_usd_per_gpu=capex,
+                                                     monthly_margin_usd_per_gpu=monthly)
+        units.update(revenue_usd_per_gpu_hour_decode="USD/GPU-hour",
+                     revenue_usd_per_gpu_hour_prefill="USD/GPU-hour", gross_margin_frac="1",
+                     cost_profit_margin_frac="1", payback_months="months")
+        out.attrs["price"] = f"{pr.id} ({pr.date}; {pr.source})"
+    for k, u in units.items():
+        out[k].attrs["units"] = u
+    out.attrs["cost_basis"] = cost.cost_basis
+    return out
