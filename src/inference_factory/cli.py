@@ -559,3 +559,14 @@ from .factory.cli_commands import compare_cmd, simulate_cmd  # noqa: E402
 
 cli.add_command(compare_cmd)
 cli.add_command(simulate_cmd)
+
+# questions (best-draft, max-batch, cheapest, pareto, tornado, montecarlo): questions_cli.py
+from .questions_cli import COMMANDS as _QUESTION_COMMANDS  # noqa: E402
+
+for _cmd in _QUESTION_COMMANDS:
+    cli.add_command(_cmd)
+
+# sweep (grids to .nc/.zarr/.csv/.parquet, plots, dask): sweep_cli.py
+from .sweep_cli import sweep_cmd  # noqa: E402
+
+cli.add_command(sweep_cmd)

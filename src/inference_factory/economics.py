@@ -84,14 +84,22 @@ def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tupl
     raise SpecError(f"cost_basis = {cost.cost_basis!r} is not one of ['capex', 'rental', 'tco']")
 
 
+def _hardware_spec(ds: xr.Dataset, name: str) -> HardwareSpec:
+    """The spec the Dataset was evaluated with: by the file path the engine recorded
+    (``attrs['hardware_files']``), so user files outside the bundled folder work too."""
+    files = dict(item.split("=", 1) for item in ds.attrs.get("hardware_files", "").split("; ")
+                 if "=" in item)
+    return load_hardware(files.get(name, name))
+
+
 def _per_hardware(ds: xr.Dataset, fn) -> xr.DataArray | float:
     """Evaluate ``fn(hw)`` per hardware: a DataArray along ``hardware`` when it is a
     dimension, else a float for the Dataset's single device."""
     if "hardware" in ds.dims:
         names = [str(h) for h in ds["hardware"].values]
-        return xr.DataArray([fn(load_hardware(n)) for n in names], dims="hardware",
+        return xr.DataArray([fn(_hardware_spec(ds, n)) for n in names], dims="hardware",
                             coords={"hardware": ds["hardware"].values})
-    return fn(load_hardware(str(ds["hardware"].values)))
+    return fn(_hardware_spec(ds, str(ds["hardware"].values)))
 
 
 def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
@@ -144,6 +152,7 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
              "usd_per_mtok_input": "USD/Mtok", "usd_per_mtok_blended": "USD/Mtok",
              "output_tokens_per_s_per_mw": "tokens/s/MW"}
     if pr is not None:
+        # the engine records every numeric axis, scalar or not, as a coordinate
         hit = ds["cache_hit_rate"] if "cache_hit_rate" in ds.coords else 0.0
         price_in = (hit * pr.input_cache_hit_usd_per_mtok
                     + (1 - hit) * pr.input_cache_miss_usd_per_mtok)

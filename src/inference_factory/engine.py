@@ -196,9 +196,22 @@ def _mtp_layers(m: ModelSpec) -> _Layers:
     return _Layers(1, 0, 1 - moe, moe, params)
 
 
+_BINS_CACHE: dict[tuple, tuple[list[tuple[float, float]], float]] = {}
+
+
 def _expert_bins(g: _Geom, n_bins: int = 8) -> tuple[list[tuple[float, float]], float]:
     """Replica hit-probability bins (m_j replicas, each chosen by a token with prob. q_j) and
-    the placement's max/mean load, for the block's skew, EP degree and redundant experts."""
+    the placement's max/mean load, for the block's skew, EP degree and redundant experts
+    (cached: the placement depends on these few scalars only)."""
+    m = g.m
+    key = (m.n_routed_experts, m.experts_per_token, g.skew, g.ep, g.redundant, g.popularity,
+           n_bins)
+    if key not in _BINS_CACHE:
+        _BINS_CACHE[key] = _compute_expert_bins(g, n_bins)
+    return _BINS_CACHE[key]
+
+
+def _compute_expert_bins(g: _Geom, n_bins: int) -> tuple[list[tuple[float, float]], float]:
     m = g.m
     if g.popularity is not None:
         pop = np.asarray(g.popularity, dtype=float)
@@ -458,9 +471,14 @@ def _evaluate_block(g: _Geom, ax: Mapping[str, Any], acceptance_by_position=None
     out["prefill_binding_resource"] = _binding({r: out[f"prefill_{r}_s"] for r in RESOURCES})
 
     # ---- memory per GPU
-    weights = _weight_bytes_per_gpu(g, with_mtp=bool(np.any(np.asarray(d) > 0)) and draft is None)
-    if draft is not None:
-        weights = weights + _weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False)
+    # draft weights are resident only where a draft is used (d > 0)
+    uses_draft = np.asarray(d) > 0
+    if draft is None:
+        mtp = _weight_bytes_per_gpu(g, with_mtp=True) - _weight_bytes_per_gpu(g, with_mtp=False)
+        weights = _weight_bytes_per_gpu(g, with_mtp=False) + mtp * uses_draft
+    else:
+        weights = (_weight_bytes_per_gpu(g, with_mtp=False)
+                   + _weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
     kv_per_seq = (ctx * m.kv_bytes_per_token(g.kvprec)
                   + np.minimum(ctx, m.sliding_window_tokens) * m.n_sliding_window_layers
                   * m.kv_bytes_per_token_per_layer(g.kvprec)) / g.kv_split
@@ -607,9 +625,19 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         acceptance_by_position = acc
     models = [load_model(x) for x in _listify(model)]
     hws = [load_hardware(x) for x in _listify(hardware)]
+    for kind, specs in (("model", models), ("hardware", hws)):
+        names = [x.name for x in specs]
+        if len(set(names)) < len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SpecError(f"{kind} {dup!r} is listed twice (names and aliases resolve to the "
+                            f"same spec); give each once")
     draft = load_model(draft_model) if draft_model is not None else None
     struct = {k: _listify(kwargs.get(k, v)) for k, v in STRUCT_AXES.items()}
     struct_dims = [k for k in STRUCT_AXES if isinstance(kwargs.get(k), (list, tuple))]
+    for k in struct_dims:
+        vals = struct[k]
+        if len(set(map(str, vals))) < len(vals):
+            raise SpecError(f"{k} = {vals!r} lists a value twice; give each once")
 
     dim_order, dim_sizes, raw_axes = _raw_axes(axes)
     blocks = []
@@ -628,6 +656,10 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
             ds = ds.expand_dims({k: [v] for k, v in coords.items()})
             blocks.append(ds)
     ds = xr.combine_by_coords(blocks, combine_attrs="drop_conflicts") if len(blocks) > 1 else blocks[0]
+    # keep the order the user gave (combine_by_coords sorts labels)
+    order = {"model": [x.name for x in models], "hardware": [x.name for x in hws]}
+    order.update({k: struct[k] for k in struct_dims})
+    ds = ds.reindex({k: v for k, v in order.items() if k in ds.dims and ds.sizes[k] > 1})
     squeeze = [d for d in ("model", "hardware") if ds.sizes[d] == 1]
     ds = ds.squeeze(squeeze)
     ds.attrs.update({
@@ -637,6 +669,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         "realism_source": rl.source,
         "models": ", ".join(f"{x.name} ({x.path})" for x in models),
         "hardware": ", ".join(f"{x.name} ({x.path})" for x in hws),
+        "hardware_files": "; ".join(f"{x.name}={x.path}" for x in hws),
     })
     return ds
 
@@ -693,9 +726,11 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -
         da.attrs["units"] = _unit_of(k)
         data[k] = da
     ds = xr.Dataset(data)
-    for a in axes.values():
+    for name, a in axes.items():
         if isinstance(a, xr.DataArray):
             ds = ds.assign_coords({c: a[c] for c in a.coords})
+        else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
+            ds = ds.assign_coords({name: float(a)})
     for name, a in axes.items():
         if name in ds.coords:
             ds[name].attrs["units"] = NUMERIC_AXES[name][1]
@@ -705,10 +740,13 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -
 def to_dataframe(ds: xr.Dataset) -> "pd.DataFrame":  # noqa: F821
     """Tidy DataFrame: one row per grid point, one column per variable; ``df.attrs["units"]``
     maps each column to its unit. Variables are broadcast to the full grid first."""
-    import pandas as pd  # noqa: F401
+    import pandas as pd
 
     full = xr.broadcast(ds)[0]
-    df = full.to_dataframe().reset_index()
+    if not full.dims:                      # a single point: one row
+        df = pd.DataFrame([{k: v.values.item() for k, v in full.variables.items()}])
+    else:
+        df = full.to_dataframe().reset_index()
     df.attrs["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
     df.attrs["units"].update({k: ds[k].attrs.get("units", "") for k in ds.coords})
     df.attrs.update({k: v for k, v in ds.attrs.items() if isinstance(v, str)})

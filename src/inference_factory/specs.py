@@ -530,10 +530,22 @@ def _parse_model(path: Path) -> ModelSpec:
 # --------------------------------------------------------------------------------------------
 
 
+_INDEX_CACHE: dict[tuple, dict[str, Path]] = {}
+
+
 def _index(folder: Path, parse) -> dict[str, Path]:
-    """Map lower-cased names and aliases to files (aliases read without full validation)."""
+    """Map lower-cased names and aliases to files (aliases read without full validation);
+    cached until a file in the folder is added, removed or modified."""
+    files = sorted(folder.glob("*.toml"))
+    key = (str(folder.resolve()), tuple((p.name, p.stat().st_mtime_ns) for p in files))
+    if key not in _INDEX_CACHE:
+        _INDEX_CACHE[key] = _build_index(files)
+    return _INDEX_CACHE[key]
+
+
+def _build_index(files) -> dict[str, Path]:
     out: dict[str, Path] = {}
-    for p in sorted(folder.glob("*.toml")):
+    for p in files:
         out[p.stem.lower()] = p
         try:
             raw = tomllib.loads(p.read_text())

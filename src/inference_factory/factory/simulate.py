@@ -349,8 +349,11 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     w = out_share[:, None]
     step_h = (w * step_ch).sum(axis=0)
     tpot = step_h[hour] / dp_.tokens_per_step[trace.class_id] * interference
+    static_wait = 0.0
     if not lv.continuous_batching:
-        tpot = tpot / static_eff     # slots idle behind the batch's longest request
+        # a request joins the next static batch: it first waits, on average, half the
+        # current batch's run, which lasts as long as its longest output
+        static_wait = 0.5 * float(out.mean()) / static_eff * float(step_h.mean()) * interference
     # queueing delay: M/D/1 mean wait, spread with the M/M/1 waiting-time shape (no wait with
     # probability 1 - rho, else exponential), drawn deterministically from the trace seed
     rng = np.random.default_rng(cfg.workload.seed + 1)
@@ -363,7 +366,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     restore = sum(kcache.kv_restore_s(restored_tokens=tier_tok[t].astype(float),
                                       kv_bytes_per_token=kv_tok, tier_bytes_per_s=tier_bw[t])
                   for t in ("dram", "nvme"))
-    ttft = wait + np.maximum(passes * t_pass, restore)
+    ttft = wait + static_wait + np.maximum(passes * t_pass, restore)
     ok = (ttft <= cfg.ttft_slo_s) & (tpot <= cfg.tpot_slo_s)
     goodput = float(out[ok].sum() / out.sum())
 
