@@ -37,13 +37,13 @@ CacheTier = Literal["hbm", "dram", "nvme"]
 
 #: Numeric axes: broadcast through the kernels. name -> (default, unit, lower, upper, integer)
 NUMERIC_AXES: dict[str, tuple[float, str, float, float, bool]] = {
-    "batch_size": (1, "sequences per attention-DP rank", 1, math.inf, False),
-    "kv_len": (1024, "tokens of context attended in decode", 1, math.inf, False),
-    "prompt_len": (1024, "prompt tokens per sequence in prefill", 1, math.inf, False),
-    "prefill_batch_size": (1, "prompts per attention-DP rank per prefill pass", 1, math.inf, False),
-    "draft_depth": (0, "speculative draft tokens per verify step", 0, 64, True),
-    "acceptance_rate": (0.8, "per-position draft acceptance", 0.0, 1.0, False),
-    "cache_hit_rate": (0.0, "fraction of prompt tokens restored from the prefix cache", 0.0, 1.0, False),
+    "batch_size": (1, "sequences per DP rank", 1, math.inf, False),
+    "kv_len": (1024, "tokens of decode context", 1, math.inf, False),
+    "prompt_len": (1024, "prompt tokens", 1, math.inf, False),
+    "prefill_batch_size": (1, "prompts per DP rank per pass", 1, math.inf, False),
+    "draft_depth": (0, "draft tokens per step", 0, 64, True),
+    "acceptance_rate": (0.8, "fraction per position", 0.0, 1.0, False),
+    "cache_hit_rate": (0.0, "fraction of input tokens", 0.0, 1.0, False),
 }
 
 #: Structural axes: one vectorized block per combination. name -> default
