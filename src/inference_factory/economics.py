@@ -43,14 +43,9 @@ class CostModel:
 
 
 def _price_row(price):
-    from .factory.config import Price, load_prices
+    from .factory.config import resolve_price
 
-    if price is None or isinstance(price, Price):
-        return price
-    prices = load_prices()
-    if price not in prices:
-        raise SpecError(f"price = {price!r} is not a price id; available: {sorted(prices)}")
-    return prices[price]
+    return resolve_price(price)
 
 
 def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tuple[float, float]:

@@ -122,14 +122,9 @@ def _positive(name: str, value) -> float | None:
 
 
 def _load_price(price):
-    from .factory.config import Price, load_prices
+    from .factory.config import resolve_price
 
-    if price is None or isinstance(price, Price):
-        return price
-    prices = load_prices()
-    if price not in prices:
-        raise SpecError(f"price = {price!r} is not a price id; available: {sorted(prices)}")
-    return prices[price]
+    return resolve_price(price)
 
 
 def _priced_hits(ds: xr.Dataset, kwargs: Mapping[str, Any]) -> xr.Dataset:

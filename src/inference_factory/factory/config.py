@@ -123,6 +123,16 @@ def load_prices(path: str | os.PathLike | None = None) -> dict[str, Price]:
     return out
 
 
+def resolve_price(price: "str | Price | None") -> "Price | None":
+    """A :class:`Price` from its id in ``configs/prices.toml`` (a Price or None passes)."""
+    if price is None or isinstance(price, Price):
+        return price
+    prices = load_prices()
+    if price not in prices:
+        raise SpecError(f"price = {price!r} is not a price id; available: {sorted(prices)}")
+    return prices[price]
+
+
 def _pool(t: _Table, key: str, phase: str, base: PoolConfig | None) -> PoolConfig:
     sub = t.table(key, required=base is None)
     d = dataclasses.asdict(base) if base else {}
