@@ -484,9 +484,9 @@ def test_lever_waterfall_runs_from_baseline_to_factory(compared):
     f = compared["factory"]["usd_per_mtok_output"]
     lin = q.lever_waterfall(compared, "usd_per_mtok_output")
     assert list(lin.step) == ["baseline"] + [r["lever"] for r in compared["attribution"]] + [
-        "interactions", "factory"]
+        q.INTERACTIONS, "factory"]
     levers = lin[lin.kind == "lever"]
-    assert levers.change.sum() + lin.set_index("step").loc["interactions", "change"] == pytest.approx(f - b)
+    assert levers.change.sum() + lin.set_index("step").loc[q.INTERACTIONS, "change"] == pytest.approx(f - b)
     for r in compared["attribution"]:
         step = lin.set_index("step").loc[r["lever"]]
         assert step.change == pytest.approx(f - r["factory_without"]["usd_per_mtok_output"])

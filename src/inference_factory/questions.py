@@ -680,6 +680,9 @@ WATERFALL_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mtok
                      "gross_margin")
 
 
+INTERACTIONS = "pool shapes + interactions"
+
+
 def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_output", *,
                     basis: Literal["factory", "baseline"] = "factory",
                     log: bool = False) -> pd.DataFrame:
@@ -689,7 +692,9 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
     A lever's step is its effect measured at the factory (``basis="factory"``: the factory
     minus the factory without the lever) or at the baseline (``"baseline"``: the baseline
     with the lever minus the baseline). Levers interact (they multiply), so the steps do not
-    add up to the total; the remainder is an ``interactions`` step, and the bars end exactly
+    add up to the total; the remainder (lever interactions, and the pool shapes that differ
+    between the configs without being levers) is one ``interactions`` step (named
+    ``INTERACTIONS``), and the bars end exactly
     at the factory. With ``log=True`` the steps are factors (ratios) and the remainder is the
     total factor over the product of the lever factors.
 
@@ -728,7 +733,9 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
         rows.append({"step": name, "kind": "lever", "before": level, "after": after, "change": ch})
         level = after
     rest = fact / level if log else fact - level
-    rows.append({"step": "interactions", "kind": "interactions", "before": level, "after": fact,
+    # what no single lever explains: lever interactions and the pool shapes (parallelism,
+    # deployment units) that differ between the two configs but are not levers
+    rows.append({"step": INTERACTIONS, "kind": "interactions", "before": level, "after": fact,
                  "change": rest})
     rows.append({"step": "factory", "kind": "end", "before": np.nan, "after": fact,
                  "change": np.nan})
