@@ -142,7 +142,11 @@ def _validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: R
     dpb, cpb = prec("dispatch_precision", "fp8"), prec("combine_precision", "bf16")
     for key, p in (("weight_precision", wp), ("attention_precision", ap)) + (
             (("moe_precision", mp),) if m.is_moe else ()):
-        hw.flop_per_s(p)  # raises a one-line error naming the device, precision, and choices
+        if p not in hw.dense_flop_per_s:
+            listed = sorted(hw.dense_flop_per_s)
+            src = "" if s[key] is not None else f" ({m.name}'s native precision)"
+            raise SpecError(f"{key} = {p!r}{src}: {hw.name} ({hw.path}) has no dense {p} "
+                            f"tensor-core rate; it lists {listed}: pass {key} = one of them")
     if s["overlap"] not in ("none", "two-batch"):
         raise SpecError(f"overlap = {s['overlap']!r} is not one of ['none', 'two-batch']")
     if s["cache_tier"] not in ("hbm", "dram", "nvme"):
