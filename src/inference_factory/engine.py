@@ -364,10 +364,12 @@ def _forward(g: _Geom, L: _Layers, *, seqs, new_tokens, cached_tokens, kv_read_t
         # (DeepEP normal kernels; DeepSeek's decode uses IBGDA low-latency kernels: 0 SMs)
         keep = 1.0 - rl.comm_sm_frac
         groups = {k: (f, b, r * keep, w) for k, (f, b, r, w) in groups.items()}
-    compute_s = sum(f / r for f, _, r, _ in groups.values())
-    memory_s = sum(b / w for _, b, _, w in groups.values())
-    ops_s = sum(kroof.op_time_s(flop=f, bytes_moved=b, flop_per_s=r, bytes_per_s=w)
-                for f, b, r, w in groups.values())
+    # per group: time at the achieved compute rate, at the achieved bandwidth, and its
+    # roofline (each division done once)
+    times = [(f / r, b / w) for f, b, r, w in groups.values()]
+    compute_s = sum(tf for tf, _ in times)
+    memory_s = sum(tb for _, tb in times)
+    ops_s = sum(kroof.roofline_time_s(compute_s=tf, memory_s=tb) for tf, tb in times)
     return {
         "flop": mb * sum(f for f, _, _, _ in groups.values()),
         "hbm_bytes": mb * sum(b for _, b, _, _ in groups.values()),

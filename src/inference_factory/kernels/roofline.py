@@ -14,6 +14,14 @@ def op_time_s(*, flop, bytes_moved, flop_per_s, bytes_per_s):
     return np.maximum(flop / flop_per_s, bytes_moved / bytes_per_s)
 
 
+def roofline_time_s(*, compute_s, memory_s):
+    r"""The same roofline from the two times already divided out.
+
+    .. math:: t = \max(t_F, t_B), \quad t_F = F/P,\ t_B = B/W
+    """
+    return np.maximum(compute_s, memory_s)
+
+
 def gemm_efficiency_frac(*, m_tokens, large_gemm_frac, tile_m_tokens):
     r"""Achieved fraction of dense peak for a GEMM whose M (token) dimension is m.
 
@@ -26,9 +34,10 @@ def gemm_efficiency_frac(*, m_tokens, large_gemm_frac, tile_m_tokens):
     small-M GEMM is limited by the bandwidth term of :func:`op_time_s`.
     """
     m = np.maximum(m_tokens, 1e-9)
+    if np.ndim(tile_m_tokens) == 0 and tile_m_tokens <= 0:   # padding term switched off
+        return large_gemm_frac + 0.0 * m
     t = np.maximum(tile_m_tokens, 1e-300)
-    padded = np.maximum(np.ceil(m / t) * t, m)
-    return large_gemm_frac * m / padded
+    return large_gemm_frac * m / np.maximum(np.ceil(m / t) * t, m)
 
 
 def step_time_sum_s(*, ops_s, comm_s, overhead_s):
