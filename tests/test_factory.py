@@ -184,3 +184,23 @@ def test_cli_simulate_and_errors(tmp_path):
     r = CliRunner().invoke(cli, ["simulate", "--config", str(CONFIGS / "factory.toml"),
                                  "--requests", "500", "--output", str(target)])
     assert r.exit_code == 2 and not target.exists()
+
+
+def test_weighted_percentiles():
+    from inference_factory.factory.simulate import _weighted_percentiles
+
+    v = np.array([3.0, 1.0, 2.0, 4.0])
+    assert _weighted_percentiles(v, np.ones(4), (50, 100)) == (2.0, 4.0)
+    # weight concentrated on one value moves every percentile onto it
+    assert _weighted_percentiles(v, np.array([0.0, 0.0, 0.0, 1.0]), (1, 50, 99)) == (4.0, 4.0, 4.0)
+    # weights act as repetition counts
+    w = np.array([1, 3, 1, 1])
+    rep = np.repeat(v, w)
+    assert _weighted_percentiles(v, w.astype(float), (50,))[0] == np.percentile(rep, 50, method="lower")
+
+
+def test_tpot_percentiles_cover_the_day(result):
+    f = result["factory"]
+    # under a diurnal load the TPOT spread comes from the hours, even for a short trace
+    assert f["tpot_p99_s"] >= f["tpot_p50_s"]
+    assert f["tpot_p99_s"] <= load_config(CONFIGS / "factory.toml").tpot_slo_s * 1.0001
