@@ -52,7 +52,8 @@ def test_rental_dollars_per_mtok_by_hand(h800):
     assert float(p.gpu_cost_usd_per_hour) == pytest.approx(rate, rel=1e-12)
     assert float(p.usd_per_mtok_output) == pytest.approx(out, rel=1e-12)
     assert float(p.usd_per_mtok_input) == pytest.approx(inp, rel=1e-12)
-    assert float(p.usd_per_mtok_blended) == pytest.approx((3.6 * inp + out) / 4.6, rel=1e-12)
+    r = 608.0 / 168.0   # DeepSeek's published input/output tokens per day (deployments.csv)
+    assert float(p.usd_per_mtok_blended) == pytest.approx((r * inp + out) / (r + 1), rel=1e-12)
     # a different token mix re-weights the same two costs
     e1 = add_economics(h800, input_tokens_per_output_token=1.0).sel(batch_size=64, cache_hit_rate=0.5)
     assert float(e1.usd_per_mtok_blended) == pytest.approx((inp + out) / 2, rel=1e-12)
@@ -64,7 +65,8 @@ def test_margin_by_hand_with_cache_hits(h800):
     for hit in (0.0, 0.5):
         p = e.sel(batch_size=128, cache_hit_rate=hit)
         price_in = hit * pr["input_cache_hit_usd_per_mtok"] + (1 - hit) * pr["input_cache_miss_usd_per_mtok"]
-        revenue = (3.6 * price_in + pr["output_usd_per_mtok"]) / 4.6        # $ per M blended tokens
+        r = 608.0 / 168.0                  # DeepSeek's published input/output tokens per day
+        revenue = (r * price_in + pr["output_usd_per_mtok"]) / (r + 1)    # $ per M blended tokens
         cost = float(p.usd_per_mtok_blended)
         gm = (revenue - cost) / revenue
         assert float(p.gross_margin_frac) == pytest.approx(gm, rel=1e-12)

@@ -213,12 +213,12 @@ def test_realism_ideal():
 
 
 def test_realism_default_fractions_in_range():
-    r = Realism()
+    r = load_realism()
     for f in FRACTION_FIELDS:
         assert 0 < getattr(r, f) <= 1
-    assert Realism().without("gemm").gemm is False
+    assert load_realism().without("gemm").gemm is False
     with pytest.raises(SpecError) as ei:
-        Realism().without("nope")
+        load_realism().without("nope")
     assert "'nope'" in str(ei.value)
     _one_line(str(ei.value))
 

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import typing
 from typing import Any, Iterable, Sequence
 
@@ -22,6 +21,7 @@ import click
 
 from . import __version__, units, validation
 from .engine import NUMERIC_AXES, RESOURCES, STRUCT_AXES, CacheTier, Overlap, evaluate
+from ._io import write_text_atomic
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 
@@ -493,24 +493,6 @@ def _validation_text(results, summary) -> str:
     return "\n".join(lines)
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, so that an
-    error never leaves a half-written file behind."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".validate-", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise SpecError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 @cli.command("validate")
 @click.option("--cases", "cases_path", required=True, metavar="FILE.csv",
               help="Case file (columns in docs/VALIDATION.md), e.g. validation/dev_cases.csv.")
@@ -533,7 +515,7 @@ def validate(cases_path: str, as_json: bool, output: str | None) -> None:
     json_text = _validation_json(results, summary)
     if output is not None:
         text = json_text + "\n" if suffix == "json" else results.to_csv(index=False)
-        _write_atomically(output, text)
+        write_text_atomic(output, text)
     click.echo(json_text if as_json else _validation_text(results, summary))
 
 

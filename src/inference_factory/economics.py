@@ -16,16 +16,17 @@ import numpy as np
 import xarray as xr
 
 from .errors import SpecError
+from .factory.config import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
 from .kernels import economics as kecon
 from .specs import HardwareSpec, load_hardware
 
 CostBasis = Literal["rental", "capex", "tco"]
 
-#: GPU power by phase as fractions of TDP (Splitwise H100 model: idle 75 W, prefill 700 W,
-#: decode 380 W of 700 W; serving_facts.md), applied to every device as an assumption.
-IDLE_FRAC_OF_TDP = 75.0 / 700.0
-PREFILL_FRAC_OF_TDP = 1.0
-DECODE_FRAC_OF_TDP = 380.0 / 700.0
+_E = Economics()
+#: GPU power by phase as fractions of TDP (``factory.config.Economics``: Splitwise H100 model)
+IDLE_FRAC_OF_TDP = _E.idle_frac_of_tdp
+PREFILL_FRAC_OF_TDP = _E.prefill_frac_of_tdp
+DECODE_FRAC_OF_TDP = _E.decode_frac_of_tdp
 
 
 @dataclass(frozen=True)
@@ -35,17 +36,11 @@ class CostModel:
     cost_basis: CostBasis = "rental"
     rental_usd_per_gpu_hour: float | None = None    # default: the hardware file's price
     capex_usd_per_gpu: float | None = None          # default: the hardware file's price
-    depreciation_years: float = 4.0                 # ASSUMPTION
-    residual_frac: float = 0.0
-    pue: float = 1.3                                # low end of 30-50% (serving_facts.md)
-    usd_per_kwh: float = 0.08                       # ASSUMPTION
+    depreciation_years: float = _E.depreciation_years
+    residual_frac: float = _E.residual_frac
+    pue: float = _E.pue
+    usd_per_kwh: float = _E.usd_per_kwh
     utilization: float = 1.0                        # busy share of the GPU-hour
-
-
-def _price_row(price):
-    from .factory.config import resolve_price
-
-    return resolve_price(price)
 
 
 def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tuple[float, float]:
@@ -98,7 +93,7 @@ def _per_hardware(ds: xr.Dataset, fn) -> xr.DataArray | float:
 
 
 def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
-                  input_tokens_per_output_token: float = 3.6) -> xr.Dataset:
+                  input_tokens_per_output_token: float = INPUT_TOKENS_PER_OUTPUT_TOKEN) -> xr.Dataset:
     """Add cost, revenue and margin variables to an engine Dataset.
 
     Parameters
@@ -110,7 +105,7 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
     cost : CostModel
         GPU-hour charging (rental, capex + energy, or TCO).
     input_tokens_per_output_token : float
-        Token mix for blended figures (DeepSeek's published 608B/168B per day = 3.6).
+        Token mix for blended figures (DeepSeek's published 608B/168B per day = 3.62).
 
     Returns
     -------
@@ -125,7 +120,7 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
     if input_tokens_per_output_token < 0:
         raise SpecError(f"input_tokens_per_output_token = {input_tokens_per_output_token} "
                         "must be >= 0")
-    pr = _price_row(price)
+    pr = resolve_price(price)
     out = ds.copy()
     hw_d = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "decode")))
     hw_p = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "prefill")))

@@ -32,7 +32,9 @@ import xarray as xr
 from scipy import optimize, stats
 from scipy.stats import qmc
 
-from .economics import CostModel, add_economics, gpu_cost_usd_per_hour
+from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
+                        gpu_cost_usd_per_hour)
+from .factory.config import resolve_price
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
 from .errors import SpecError
 from .kernels import economics as kecon
@@ -119,12 +121,6 @@ def _positive(name: str, value) -> float | None:
             math.isfinite(float(value)) and float(value) > 0):
         raise SpecError(f"{name} = {value!r} must be a positive number")
     return float(value)
-
-
-def _load_price(price):
-    from .factory.config import resolve_price
-
-    return resolve_price(price)
 
 
 def _priced_hits(ds: xr.Dataset, kwargs: Mapping[str, Any]) -> xr.Dataset:
@@ -465,7 +461,7 @@ def cheapest_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Hard
                          min_user_tokens_per_s: float | None = None,
                          batch_size: Sequence[int] | None = None, price=None,
                          cost: CostModel | None = None, metric: str = "usd_per_mtok_output",
-                         input_tokens_per_output_token: float = 3.6,
+                         input_tokens_per_output_token: float = INPUT_TOKENS_PER_OUTPUT_TOKEN,
                          **kwargs: Any) -> pd.DataFrame:
     """Rank hardware x parallelism x options by $/M tokens among those meeting the SLOs.
 
@@ -524,7 +520,7 @@ def cheapest_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Hard
     clash = (set().union(*[set(p) for p in pars]) | set(opts)) & set(kwargs)
     if clash:
         raise SpecError(f"{who}: {sorted(clash)[0]} is given both as a fixed axis and as a choice")
-    pr = _load_price(price)
+    pr = resolve_price(price)
     cost = cost or CostModel()
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     hws = list(hardware) if isinstance(hardware, (list, tuple)) else [hardware]
@@ -820,7 +816,7 @@ def _econ(ds, pr, cost, ratio):
 
 def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
             ranges: Mapping[str, tuple[Any, Any]], *, price=None, cost: CostModel | None = None,
-            input_tokens_per_output_token: float = 3.6, metrics: Sequence[str] | str | None = None,
+            input_tokens_per_output_token: float = INPUT_TOKENS_PER_OUTPUT_TOKEN, metrics: Sequence[str] | str | None = None,
             **point: Any) -> pd.DataFrame:
     """One-at-a-time sensitivity of $/M tokens and margin around one operating point.
 
@@ -858,7 +854,7 @@ def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
     _check_kwargs(point, who, scalar_axes=True)
     if not isinstance(ranges, Mapping) or not ranges:
         raise SpecError(f"{who}: ranges must be a non-empty {{name: (low, high)}} mapping")
-    pr = _load_price(price)
+    pr = resolve_price(price)
     cost = cost or CostModel()
     metrics = _metrics_for(metrics, pr, who)
     spec_m, spec_h = load_model(model), load_hardware(hardware)
@@ -993,7 +989,7 @@ def _transform(name: str, rng, u: np.ndarray) -> np.ndarray:
 def monte_carlo(model: str | ModelSpec, hardware: str | HardwareSpec,
                 ranges: Mapping[str, tuple], *, n: int = 1000, seed: int = 0,
                 method: Literal["lhs", "random"] = "lhs", price=None,
-                cost: CostModel | None = None, input_tokens_per_output_token: float = 3.6,
+                cost: CostModel | None = None, input_tokens_per_output_token: float = INPUT_TOKENS_PER_OUTPUT_TOKEN,
                 metrics: Sequence[str] | str | None = None,
                 percentiles: Sequence[float] = (5, 25, 50, 75, 95), **point: Any) -> MonteCarloResult:
     """Distribution of $/M tokens and margin over assumption ranges.
@@ -1038,7 +1034,7 @@ def monte_carlo(model: str | ModelSpec, hardware: str | HardwareSpec,
     pcts = [float(p) for p in percentiles]
     if any(not 0 <= p <= 100 for p in pcts):
         raise SpecError(f"{who}: percentiles = {list(percentiles)} must lie in [0, 100]")
-    pr = _load_price(price)
+    pr = resolve_price(price)
     cost = cost or CostModel()
     if metrics is None:
         metrics = ["usd_per_mtok_output", "usd_per_mtok_blended"] + (

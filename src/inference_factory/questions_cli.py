@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import questions as q
+from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
 from .engine import evaluate, to_dataframe
 from .errors import SpecError
 
@@ -186,7 +187,8 @@ def _economics_options(func: Callable) -> Callable:
         click.option("--utilization", type=click.FLOAT, default=None,
                      help="Busy share of the GPU-hour, (0, 1] (default 1)."),
         click.option("--input-per-output", "input_tokens_per_output_token", type=click.FLOAT,
-                     default=3.6, show_default=True, help="Input tokens per output token."),
+                     default=round(INPUT_TOKENS_PER_OUTPUT_TOKEN, 3), show_default=True,
+                     help="Input tokens per output token (DeepSeek 608B/168B a day)."),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -201,7 +203,7 @@ def _split_economics(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     cost = {k: options.pop(k) for k in _COST_KEYS if k in options}
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
     econ = {"price": options.pop("price", None), "cost": cost,
-            "input_tokens_per_output_token": options.pop("input_tokens_per_output_token", 3.6)}
+            "input_tokens_per_output_token": options.pop("input_tokens_per_output_token", INPUT_TOKENS_PER_OUTPUT_TOKEN)}
     return econ, options
 
 

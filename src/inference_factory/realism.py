@@ -22,37 +22,40 @@ TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", 
 
 @dataclass(frozen=True)
 class Realism:
-    """Efficiencies and overheads applied on top of the roofline. All fractions in [0, 1]."""
+    """Efficiencies and overheads applied on top of the roofline. All fractions in [0, 1].
 
-    gemm: bool = True
-    default_large_gemm_frac: float = 0.783
-    use_measured_matmul: bool = True
-    small_m: bool = True
-    tile_m_tokens: float = 64.0
-    attention: bool = True
-    attention_compute_frac: float = 0.667
-    attention_hbm_frac: float = 0.895
-    hbm: bool = True
-    gemm_hbm_frac: float = 0.796
-    links: bool = True
-    scale_up_frac: float = 0.8
-    scale_out_frac: float = 0.8
-    latency: bool = True
-    scale_up_latency_s: float = 10e-6
-    scale_out_latency_s: float = 20e-6
-    overhead: bool = True
-    per_layer_overhead_s: float = 20e-6
-    overlap_sms: bool = True
-    overlap_comm_sm_frac: float = 20.0 / 132.0
-    routing: bool = True
-    memory: bool = True
-    runtime_reserve_frac: float = 0.08
-    source: str = "defaults"
+    The values live in ``configs/realism.toml`` only (each with its measurement); build one
+    with :func:`load_realism`."""
+
+    gemm: bool
+    default_large_gemm_frac: float
+    use_measured_matmul: bool
+    small_m: bool
+    tile_m_tokens: float
+    attention: bool
+    attention_compute_frac: float
+    attention_hbm_frac: float
+    hbm: bool
+    gemm_hbm_frac: float
+    links: bool
+    scale_up_frac: float
+    scale_out_frac: float
+    latency: bool
+    scale_up_latency_s: float
+    scale_out_latency_s: float
+    overhead: bool
+    per_layer_overhead_s: float
+    overlap_sms: bool
+    overlap_comm_sm_frac: float
+    routing: bool
+    memory: bool
+    runtime_reserve_frac: float
+    source: str = ""
 
     @classmethod
     def ideal(cls) -> "Realism":
-        """Every realism term off: the pure roofline."""
-        return cls(**{t: False for t in TERMS}, source="ideal")
+        """Every realism term off: the pure roofline (the constants are then unused)."""
+        return dataclasses.replace(load_realism().without(*TERMS), source="ideal")
 
     @property
     def is_ideal(self) -> bool:

@@ -46,9 +46,7 @@ import math
 import operator
 import os
 import re
-import shutil
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,6 +58,7 @@ import xarray as xr
 from . import __version__
 from .economics import CostModel, add_economics
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
+from ._io import atomic_output
 from .errors import SpecError
 from .realism import Realism, load_realism
 from .specs import _read_toml, _Table, data_dir, load_hardware, load_model
@@ -919,14 +918,6 @@ def _block_points(ds: xr.Dataset) -> int:
     return max(1, math.prod(chunks.get(d, n) for d, n in ds.sizes.items()))
 
 
-def _default_mode(path: str | os.PathLike) -> None:
-    """Give a file made by ``mkstemp``/``mkdtemp`` (private, 0600/0700) the permissions a
-    plainly created file or folder would have under the current umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~umask)
-
-
 def write_result(ds: xr.Dataset, path: str | os.PathLike, *, scheduler: Any = None,
                  progress: bool = False, max_rows: int | None = None) -> Path:
     """Write a sweep result; the suffix picks the format (``.nc``, ``.zarr``, ``.csv``,
@@ -939,13 +930,7 @@ def write_result(ds: xr.Dataset, path: str | os.PathLike, *, scheduler: Any = No
     """
     suffix = output_format(path)
     target = Path(path)
-    folder = target.resolve().parent
-    if suffix == ".zarr":
-        tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    else:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-    try:
+    with atomic_output(target, directory=(suffix == ".zarr")) as tmp:
         if max_rows is None:
             max_rows = _block_points(ds)
         with dask_scheduler(scheduler) as client:
@@ -961,23 +946,6 @@ def write_result(ds: xr.Dataset, path: str | os.PathLike, *, scheduler: Any = No
             else:
                 _write_frame(ds, tmp, suffix, client=client, progress=progress,
                              max_rows=max_rows)
-        _default_mode(tmp)
-        if suffix == ".zarr" and target.exists():
-            old = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=folder)
-            os.replace(target, os.path.join(old, "x"))
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise SpecError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None:
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
-            elif os.path.exists(tmp):
-                os.unlink(tmp)
     return target
 
 

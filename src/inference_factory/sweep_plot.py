@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,7 +18,8 @@ import numpy as np
 import xarray as xr
 
 from .errors import SpecError
-from .sweep import _default_mode, require
+from ._io import atomic_output
+from .sweep import require
 
 #: Figure formats by suffix.
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -264,17 +264,6 @@ def plot_sweep(ds: xr.Dataset, path: str | os.PathLike, *, x: str, var: str,
     fig.suptitle(_wrap(_title(ds, var, plotted), int(size[0] * 72 / 6.5)), fontsize="medium")
 
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix,
-                               dir=target.resolve().parent)
-    os.close(fd)
-    try:
+    with atomic_output(target, option="--plot") as tmp:
         fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
-        _default_mode(tmp)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise SpecError(f"--plot {path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return target

@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import click
 
-from ..errors import SpecError
+from .._io import write_text_atomic
 from .compare import compare, format_compare, format_simulate, simulate_one, to_json
 from .config import load_config
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder: a failure never
-    leaves a half-written file."""
-    p = Path(path)
-    if not p.parent.exists():
-        raise SpecError(f"--output {path}: folder {p.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
     js = to_json(result)
     if output:
-        write_atomic(output, js + "\n")
+        write_text_atomic(output, js + "\n")
     click.echo(js if as_json else text)
 
 

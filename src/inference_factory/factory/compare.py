@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .config import LEVERS, FactoryConfig
-from .simulate import SideResult, simulate, side_config, with_config_class_params
+from .simulate import simulate, side_config, with_config_class_params
 from .workload import Trace, generate_trace, load_trace
 
 #: rows of the side-by-side table: (metric key, label, format)

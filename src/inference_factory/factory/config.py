@@ -52,15 +52,25 @@ class Levers:
         return dataclasses.replace(self, **changes)
 
 
+#: Token mix of DeepSeek's published production day, input per output token:
+#: 608B input / 168B output tokens (deployments.csv, DS_DAY6).
+INPUT_TOKENS_PER_OUTPUT_TOKEN = 608.0 / 168.0
+
+
 @dataclass(frozen=True)
 class Economics:
+    """Charging of GPU time. The defaults are the project's one copy of these assumptions
+    (``economics.CostModel`` reuses them)."""
+
     cost_basis: str = "capex"            # "capex" (depreciation) or "rental"
     capex_usd_per_gpu: float = 0.0
-    depreciation_years: float = 4.0
+    depreciation_years: float = 4.0      # ASSUMPTION
     residual_frac: float = 0.0
     rental_usd_per_gpu_hour: float = 0.0
-    pue: float = 1.3
-    usd_per_kwh: float = 0.08
+    pue: float = 1.3                     # low end of 30-50% facility overhead (serving_facts.md)
+    usd_per_kwh: float = 0.08            # ASSUMPTION: not in the sources
+    # GPU power by phase as fractions of TDP: Splitwise H100 model, idle 75 W, prefill 700 W,
+    # decode 380 W of 700 W (serving_facts.md); applied to every device as an assumption
     idle_frac_of_tdp: float = 75.0 / 700.0
     prefill_frac_of_tdp: float = 1.0
     decode_frac_of_tdp: float = 380.0 / 700.0
