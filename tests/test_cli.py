@@ -22,6 +22,8 @@ import inference_factory as inf
 from inference_factory import units
 from inference_factory.cli import cli, main
 
+from cli_helpers import fails, ok
+
 REPO = Path(__file__).resolve().parents[1]
 H100_TOML = REPO / "hardware" / "H100-SXM.toml"
 
@@ -34,28 +36,6 @@ def run():
         return runner.invoke(cli, list(args), prog_name="inference-factory")
 
     return _run
-
-
-def ok(result) -> str:
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result) -> str:
-    """Status 2, nothing on stdout, exactly one 'error: ...' line on stderr, no traceback."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    # SystemExit is how click reports the status; anything else escaped the handler
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.stdout == ""
-    err = result.stderr
-    assert "Traceback" not in err and "Traceback" not in result.output
-    lines = err.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    assert err.endswith("\n")
-    return lines[0]
 
 
 def roofline_json(run, *args: str) -> dict:

@@ -26,6 +26,8 @@ from inference_factory.economics import CostModel, add_economics
 from inference_factory.sweep import (SweepSpec, load_sweep_file, open_result, parse_axis,
                                      parse_setting, parse_values, run_sweep, write_result)
 
+from cli_helpers import fails, ok
+
 REPO = Path(__file__).resolve().parents[1]
 DECODE_GRID = REPO / "configs" / "sweeps" / "decode_grid.toml"
 
@@ -54,25 +56,6 @@ def run():
         return runner.invoke(cli, ["sweep", *args], prog_name="inference-factory")
 
     return _run
-
-
-def ok(result) -> str:
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result) -> str:
-    """Status 2, nothing on stdout, exactly one 'error: ...' line on stderr, no traceback."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 # ============================================================================================

@@ -29,6 +29,8 @@ from inference_factory import validation as val
 from inference_factory.cli import cli
 from inference_factory.errors import SpecError
 
+from cli_helpers import fails as _fails
+
 REPO = Path(__file__).resolve().parents[1]
 DEV_CASES = REPO / "validation" / "dev_cases.csv"
 DOCS = REPO / "docs" / "VALIDATION.md"
@@ -381,15 +383,6 @@ def test_a_bad_row_stops_everything_before_any_prediction(tmp_path, monkeypatch)
 def run():
     runner = CliRunner()
     return lambda *args: runner.invoke(cli, list(args), prog_name="inference-factory")
-
-
-def _fails(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_cli_validate_dev_set_table_json_and_files(run, tmp_path, dev_results):

@@ -224,10 +224,8 @@ def _compute_expert_bins(g: _Geom, n_bins: int) -> tuple[list[tuple[float, float
     balanced = g.redundant > 0
     imbalance = kmoe.rank_load_imbalance(popularity=pop, n_ranks=g.ep, n_redundant=g.redundant,
                                          balanced=balanced)
-    replicas = np.ones(m.n_routed_experts)
-    for _ in range(g.redundant):
-        replicas[np.argmax(pop / replicas)] += 1
-    q = np.repeat(m.experts_per_token * pop / replicas, replicas.astype(int))
+    replicas = kmoe.replica_counts(popularity=pop, n_redundant=g.redundant)
+    q = np.repeat(m.experts_per_token * pop / replicas, replicas)
     q = np.sort(q)
     if np.ptp(q) <= 1e-12 * q.max():        # uniform: one exact bin
         return [(float(q.size), float(q[0]))], imbalance

@@ -9,6 +9,7 @@ HBM/DRAM/NVMe tiers), and prices the result.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,8 +261,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         trace = load_trace(cfg.trace_path) if cfg.trace_path else generate_trace(cfg.workload)
     trace = with_config_class_params(trace, cfg)
     dpool = cfg.decode
-    ppool = cfg.prefill if lv.pd_split else dataclasses_replace(cfg.decode,
-                                                                 tokens_per_gpu=cfg.prefill.tokens_per_gpu)
+    ppool = cfg.prefill if lv.pd_split else dataclasses.replace(
+        cfg.decode, tokens_per_gpu=cfg.prefill.tokens_per_gpu)
     hw_d, hw_p = load_hardware(dpool.hardware), load_hardware(ppool.hardware)
     prec_d, prec_p = _precisions(m, hw_d, lv), _precisions(m, hw_p, lv)
     overlap = "two-batch" if lv.overlap else "none"
@@ -471,12 +472,6 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     return SideResult(name=name or cfg.name, metrics=metrics,
                       per_request={"ttft_s": ttft, "tpot_s": tpot, "hit_tokens": hit_tok},
                       cache=res if lv.prefix_cache else None)
-
-
-def dataclasses_replace(obj, **kw):
-    import dataclasses
-
-    return dataclasses.replace(obj, **kw)
 
 
 def side_config(cfg: FactoryConfig, which: str) -> FactoryConfig:

@@ -56,6 +56,20 @@ def zipf_popularity(*, n_experts, skew):
     return w / w.sum()
 
 
+def replica_counts(*, popularity, n_redundant):
+    r"""Replicas per expert when ``n_redundant`` extra copies go to the hottest experts.
+
+    Each extra replica goes, one at a time, to the expert with the highest load per replica
+    :math:`p_i / r_i` at that moment (EPLB-style). Returns integer counts summing to
+    E + R; each replica takes an equal share of its expert's tokens.
+    """
+    p = np.asarray(popularity, dtype=float)
+    replicas = np.ones(p.size, dtype=int)
+    for _ in range(int(n_redundant)):
+        replicas[np.argmax(p / replicas)] += 1
+    return replicas
+
+
 def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, seed=0):
     r"""Max/mean routed-token load over EP ranks for a given expert popularity and placement.
 
@@ -93,12 +107,8 @@ def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, s
         shuffled = p[order]
         loads = np.add.reduceat(shuffled, np.arange(0, n_exp, max(n_exp // n_ranks, 1)))[:n_ranks]
         return float(loads.max() / (p.sum() / n_ranks))
-    # replicate the hottest experts: each extra replica goes to the expert with the highest
-    # per-replica load at that moment
-    replicas = np.ones(n_exp)
-    for _ in range(int(n_redundant)):
-        replicas[np.argmax(p / replicas)] += 1
-    items = np.repeat(p / replicas, replicas.astype(int))
+    replicas = replica_counts(popularity=p, n_redundant=n_redundant)
+    items = np.repeat(p / replicas, replicas)
     items = np.sort(items)[::-1]
     loads = np.zeros(n_ranks)
     counts = np.zeros(n_ranks, dtype=int)
