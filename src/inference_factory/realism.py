@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import units
 from .errors import SpecError
-from .specs import HardwareSpec, _read_toml, _Table, data_dir
+from .specs import HardwareSpec, _cached, _read_toml, _Table, data_dir
 
 TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
          "routing", "memory")
@@ -130,8 +130,15 @@ class Realism:
 
 
 def load_realism(path: str | os.PathLike | None = None) -> Realism:
-    """Load realism constants from TOML (default: the bundled ``configs/realism.toml``)."""
+    """Load realism constants from TOML (default: the bundled ``configs/realism.toml``);
+    parsed once per file version, like the spec files."""
     p = Path(path) if path is not None else data_dir("configs") / "realism.toml"
+    if not p.is_file():
+        raise SpecError(f"{p}: file not found")
+    return _cached(p, _parse_realism)
+
+
+def _parse_realism(p: Path) -> Realism:
     t = _Table(p, _read_toml(p))
 
     def frac(tab: _Table, key: str) -> float:
