@@ -615,31 +615,19 @@ def _layout(probe: xr.Dataset) -> dict[str, tuple[tuple[str, ...], np.dtype, dic
 
 def _eval_block(spec: SweepSpec, realism: Realism | None, models, hardware,
                 axes: Mapping[str, Sequence], names: Mapping[str, list], dims: Sequence[str],
-                layout: Mapping[str, tuple], draft_pad: float | None) -> dict[str, np.ndarray]:
+                layout: Mapping[str, tuple]) -> dict[str, np.ndarray]:
     """Evaluate one block; each variable as a numpy array on the template's dimensions.
 
     ``models``/``hardware`` are spec paths (no name lookup per block); ``names`` holds the
-    block's coordinate labels. ``draft_pad``: a guard against results that depend on the rest
-    of the grid. The engine once sized MTP weights by whether *any* grid point drafts (now per
-    point); a block whose draft depths are all 0 gets one drafting value appended (and dropped
-    again), so its values match the whole-grid call either way.
+    block's coordinate labels. Every engine value is per point, so a block equals the same
+    slice of the whole-grid call.
     """
-    axes = {k: list(v) for k, v in axes.items()}
-    n_draft = len(axes.get("draft_depth", ()))
-    padded = draft_pad is not None and n_draft and not any(axes["draft_depth"])
-    if padded:
-        axes["draft_depth"] = axes["draft_depth"] + [draft_pad]
-    ds = _evaluate(spec, realism, models, hardware, axes)
-    if padded:
-        ds = ds.isel(draft_depth=slice(0, n_draft))
+    ds = _evaluate(spec, realism, models, hardware, {k: list(v) for k, v in axes.items()})
     for d in ("model", "hardware"):
         if d in dims and d not in ds.dims:
             ds = ds.expand_dims(d)
         if d in dims:
             ds = ds.sel({d: names[d]})
-    for d in dims:
-        if d in STRUCT_AXES and ds.sizes[d] > 1 and list(ds[d].values) != list(names[d]):
-            ds = ds.sel({d: names[d]})   # the engine sorts structural blocks
     sizes = {d: ds.sizes[d] for d in dims}
     out = {}
     for name, (vdims, dtype, _) in layout.items():
@@ -699,8 +687,6 @@ def _chunked(spec: SweepSpec, realism: Realism | None,
     hw_path = {h.name: h.path for h in hw_specs}
     block_spec = spec if spec.draft_model is None else replace(
         spec, draft_model=load_model(spec.draft_model).path)
-    depths = spec.axes.get("draft_depth", ())
-    draft_pad = max(depths) if depths and any(depths) and not all(depths) else None
 
     def values_of(d, sl):
         return list(np.asarray(coords[d].values)[sl])
@@ -715,8 +701,7 @@ def _chunked(spec: SweepSpec, realism: Realism | None,
         hardware = [hw_path[h] for h in names.get("hardware", [hw_specs[0].name])]
         axes = {k: names.get(k, list(v)) for k, v in spec.axes.items()}
         blocks[(block_name, *idx)] = (functools.partial(
-            _eval_block, block_spec, realism, models, hardware, axes, names, dims, layout,
-            draft_pad),)
+            _eval_block, block_spec, realism, models, hardware, axes, names, dims, layout),)
 
     data = {}
     for name, (vdims, dtype, attrs) in layout.items():
