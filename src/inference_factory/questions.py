@@ -123,17 +123,6 @@ def _positive(name: str, value) -> float | None:
     return float(value)
 
 
-def _priced_hits(ds: xr.Dataset, kwargs: Mapping[str, Any]) -> xr.Dataset:
-    """Make a scalar ``cache_hit_rate`` a coordinate: add_economics prices cache hits (the
-    cheaper input price) only when the hit rate is a coordinate, and the engine records a
-    single-valued axis as none (see the xfail in tests/test_economics.py)."""
-    v = kwargs.get("cache_hit_rate")
-    if v is not None and "cache_hit_rate" not in ds.coords and not isinstance(v, xr.DataArray) \
-            and np.ndim(v) == 0:
-        ds = ds.assign_coords(cache_hit_rate=float(v))
-    return ds
-
-
 def _point_kwargs(ds: xr.Dataset, dims: Sequence[str], index: tuple[int, ...],
                   specs: Mapping[str, Mapping[str, Any]], who: str) -> dict[str, Any]:
     """evaluate() arguments selecting one point of the non-searched dimensions."""
@@ -539,8 +528,7 @@ def cheapest_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Hard
         row.update({k: choice[k] for k in opt_keys})
         row["n_gpus"] = tp * dp
         try:
-            ds = _priced_hits(evaluate(m, h, batch_size=[float(b) for b in grid], **choice,
-                                       **kwargs), kwargs)
+            ds = evaluate(m, h, batch_size=[float(b) for b in grid], **choice, **kwargs)
         except SpecError as exc:
             rows.append({**row, "meets_slo": False, "reason": f"invalid: {exc}"})
             continue
@@ -858,7 +846,7 @@ def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
     cost = cost or CostModel()
     metrics = _metrics_for(metrics, pr, who)
     spec_m, spec_h = load_model(model), load_hardware(hardware)
-    base_ds = _priced_hits(evaluate(spec_m, spec_h, **point), point)
+    base_ds = evaluate(spec_m, spec_h, **point)
     base = _econ(base_ds, pr, cost, input_tokens_per_output_token)
     for m in metrics:
         if m not in base or base[m].dtype.kind not in "fiub":
@@ -890,8 +878,7 @@ def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
         results = []
         for v in (lo, hi):
             if kind in ("engine", "structure"):
-                e = _econ(_priced_hits(evaluate(spec_m, spec_h, **point, **{name: v}),
-                                       {**point, name: v}), pr, cost, input_tokens_per_output_token)
+                e = _econ(evaluate(spec_m, spec_h, **point, **{name: v}), pr, cost, input_tokens_per_output_token)
             elif kind == "cost":
                 e = _econ(base_ds, pr, dataclasses.replace(cost, **{name: v}),
                           input_tokens_per_output_token)
@@ -1061,7 +1048,7 @@ def monte_carlo(model: str | ModelSpec, hardware: str | HardwareSpec,
     engine_axes = {k: xr.DataArray(v, dims="sample", coords={"sample": sample, k: ("sample", v)})
                    for k, v in sampled.items() if k in NUMERIC_AXES}
     spec_m, spec_h = load_model(model), load_hardware(hardware)
-    ds = _priced_hits(evaluate(spec_m, spec_h, **point, **engine_axes), point)
+    ds = evaluate(spec_m, spec_h, **point, **engine_axes)
     if "sample" not in ds.dims:            # only economics sampled: the engine is one point
         ds = ds.expand_dims(sample=sample)
     ds = ds.assign_coords(sample=sample)
