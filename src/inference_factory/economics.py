@@ -121,48 +121,72 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
         raise SpecError(f"input_tokens_per_output_token = {input_tokens_per_output_token} "
                         "must be >= 0")
     pr = resolve_price(price)
+    prices = None if pr is None else {
+        "input_cache_hit_usd_per_mtok": pr.input_cache_hit_usd_per_mtok,
+        "input_cache_miss_usd_per_mtok": pr.input_cache_miss_usd_per_mtok,
+        "output_usd_per_mtok": pr.output_usd_per_mtok}
+    out = economics_from_rates(
+        ds,
+        gpu_cost_decode=_per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "decode"))),
+        gpu_cost_prefill=_per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "prefill"))),
+        energy_decode=_per_hardware(ds, lambda hw: gpu_cost_usd_per_hour(hw, cost, "decode")[1]),
+        tdp_w=_per_hardware(ds, lambda hw: hw.tdp_w), utilization=cost.utilization, pue=cost.pue,
+        prices=prices, input_tokens_per_output_token=input_tokens_per_output_token,
+        capex_usd_per_gpu=_per_hardware(ds, lambda hw: cost.capex_usd_per_gpu or
+                                        hw.price.get("capex_usd_per_gpu", np.nan)))
+    if pr is not None:
+        out.attrs["price"] = f"{pr.id} ({pr.date}; {pr.source})"
+    out.attrs["cost_basis"] = cost.cost_basis
+    return out
+
+
+def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, energy_decode,
+                         tdp_w, utilization, pue, prices=None, input_tokens_per_output_token,
+                         capex_usd_per_gpu=None) -> xr.Dataset:
+    """The per-token economics of an engine Dataset from resolved rates; every argument may
+    be a float or a DataArray (per hardware, per Monte Carlo sample...). The one place the
+    per-token cost, revenue and margin formulas are wired; :func:`add_economics` resolves the
+    rates from specs and a :class:`CostModel`.
+
+    ``prices``: mapping with ``input_cache_hit_usd_per_mtok``, ``input_cache_miss_usd_per_mtok``
+    and ``output_usd_per_mtok`` (floats or DataArrays), or None for cost variables only.
+    """
     out = ds.copy()
-    hw_d = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "decode")))
-    hw_p = _per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "prefill")))
-    energy_d = _per_hardware(ds, lambda hw: gpu_cost_usd_per_hour(hw, cost, "decode")[1])
-    out["gpu_cost_usd_per_hour"] = hw_d
-    dec_tok_h = ds.decode_tokens_per_s_per_gpu * 3600.0 * cost.utilization
-    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * 3600.0 * cost.utilization
-    out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=hw_d, tokens=dec_tok_h)
-    out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=hw_p, tokens=pre_tok_h)
     r = input_tokens_per_output_token
+    out["gpu_cost_usd_per_hour"] = gpu_cost_decode
+    dec_tok_h = ds.decode_tokens_per_s_per_gpu * 3600.0 * utilization
+    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * 3600.0 * utilization
+    out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=gpu_cost_decode, tokens=dec_tok_h)
+    out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=gpu_cost_prefill, tokens=pre_tok_h)
     out["usd_per_mtok_blended"] = (r * out.usd_per_mtok_input + out.usd_per_mtok_output) / (r + 1.0)
-    tdp = _per_hardware(ds, lambda hw: hw.tdp_w)
-    power = kecon.gpu_power_w(tdp_w=tdp, busy_frac=cost.utilization,
+    power = kecon.gpu_power_w(tdp_w=tdp_w, busy_frac=utilization,
                               idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
     out["output_tokens_per_s_per_mw"] = kecon.tokens_per_s_per_mw(
-        tokens_per_s=ds.decode_tokens_per_s_per_gpu * cost.utilization,
-        facility_power_w=power * cost.pue)
+        tokens_per_s=ds.decode_tokens_per_s_per_gpu * utilization, facility_power_w=power * pue)
     units = {"gpu_cost_usd_per_hour": "USD/GPU-hour", "usd_per_mtok_output": "USD/Mtok",
              "usd_per_mtok_input": "USD/Mtok", "usd_per_mtok_blended": "USD/Mtok",
              "output_tokens_per_s_per_mw": "tokens/s/MW"}
-    if pr is not None:
+    if prices is not None:
         # the engine records every numeric axis, scalar or not, as a coordinate
         hit = ds["cache_hit_rate"] if "cache_hit_rate" in ds.coords else 0.0
-        price_in = (hit * pr.input_cache_hit_usd_per_mtok
-                    + (1 - hit) * pr.input_cache_miss_usd_per_mtok)
-        out["revenue_usd_per_gpu_hour_decode"] = dec_tok_h * pr.output_usd_per_mtok / 1e6
+        price_in = (hit * prices["input_cache_hit_usd_per_mtok"]
+                    + (1 - hit) * prices["input_cache_miss_usd_per_mtok"])
+        price_out = prices["output_usd_per_mtok"]
+        out["revenue_usd_per_gpu_hour_decode"] = dec_tok_h * price_out / 1e6
         out["revenue_usd_per_gpu_hour_prefill"] = pre_tok_h * price_in / 1e6
-        price_blend = (r * price_in + pr.output_usd_per_mtok) / (r + 1.0)
+        price_blend = (r * price_in + price_out) / (r + 1.0)
         out["gross_margin_frac"] = kecon.gross_margin_frac(revenue_usd=price_blend,
                                                            cost_usd=out.usd_per_mtok_blended)
         out["cost_profit_margin_frac"] = kecon.cost_profit_margin_frac(
             revenue_usd=price_blend, cost_usd=out.usd_per_mtok_blended)
-        capex = _per_hardware(ds, lambda hw: cost.capex_usd_per_gpu or
-                              hw.price.get("capex_usd_per_gpu", np.nan))
-        monthly = (out.revenue_usd_per_gpu_hour_decode - energy_d) * kecon.HOURS_PER_MONTH
-        out["payback_months"] = kecon.payback_months(capex_usd_per_gpu=capex,
-                                                     monthly_margin_usd_per_gpu=monthly)
         units.update(revenue_usd_per_gpu_hour_decode="USD/GPU-hour",
                      revenue_usd_per_gpu_hour_prefill="USD/GPU-hour", gross_margin_frac="1",
-                     cost_profit_margin_frac="1", payback_months="months")
-        out.attrs["price"] = f"{pr.id} ({pr.date}; {pr.source})"
+                     cost_profit_margin_frac="1")
+        if capex_usd_per_gpu is not None:
+            monthly = (out.revenue_usd_per_gpu_hour_decode - energy_decode) * kecon.HOURS_PER_MONTH
+            out["payback_months"] = kecon.payback_months(capex_usd_per_gpu=capex_usd_per_gpu,
+                                                         monthly_margin_usd_per_gpu=monthly)
+            units["payback_months"] = "months"
     for k, u in units.items():
         out[k].attrs["units"] = u
-    out.attrs["cost_basis"] = cost.cost_basis
     return out

@@ -33,11 +33,10 @@ from scipy import optimize, stats
 from scipy.stats import qmc
 
 from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
-                        gpu_cost_usd_per_hour)
+                        economics_from_rates, gpu_cost_usd_per_hour)
 from .factory.config import resolve_price
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
 from .errors import SpecError
-from .kernels import economics as kecon
 from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 __all__ = ["best_draft_depth", "max_batch_meeting_slo", "cheapest_meeting_slo", "pareto_front",
@@ -878,7 +877,8 @@ def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
         results = []
         for v in (lo, hi):
             if kind in ("engine", "structure"):
-                e = _econ(evaluate(spec_m, spec_h, **point, **{name: v}), pr, cost, input_tokens_per_output_token)
+                e = _econ(evaluate(spec_m, spec_h, **point, **{name: v}), pr, cost,
+                          input_tokens_per_output_token)
             elif kind == "cost":
                 e = _econ(base_ds, pr, dataclasses.replace(cost, **{name: v}),
                           input_tokens_per_output_token)
@@ -1086,14 +1086,12 @@ def _economics_on_samples(ds: xr.Dataset, hw: HardwareSpec, cost: CostModel, pr,
     """:func:`add_economics` with cost assumptions, prices and the token mix varying along
     ``sample``. Without such samples it *is* one vectorized add_economics call; with them, the
     GPU-hour cost of each sample comes from :func:`gpu_cost_usd_per_hour` and the per-token
-    formulas are those of add_economics (tests/test_questions.py checks the two agree)."""
+    variables from :func:`economics_from_rates`, the same wiring add_economics uses."""
     econ = {k: v for k, v in sampled.items() if k in COST_PARAMETERS}
     prices = {k: v for k, v in sampled.items() if k in PRICE_PARAMETERS}
     r = sampled.get(RATIO_PARAMETER)
     if not econ and not prices and r is None:
         return add_economics(ds, price=pr, cost=cost, input_tokens_per_output_token=ratio)
-    from .economics import DECODE_FRAC_OF_TDP, IDLE_FRAC_OF_TDP
-
     n = ds.sizes["sample"]
 
     def along(values) -> xr.DataArray:
@@ -1101,29 +1099,13 @@ def _economics_on_samples(ds: xr.Dataset, hw: HardwareSpec, cost: CostModel, pr,
                             coords={"sample": ds["sample"].values})
 
     costs = [dataclasses.replace(cost, **{k: float(v[i]) for k, v in econ.items()}) for i in range(n)]
-    hw_d = along([sum(gpu_cost_usd_per_hour(hw, c, "decode")) for c in costs])
-    hw_p = along([sum(gpu_cost_usd_per_hour(hw, c, "prefill")) for c in costs])
-    util = along([c.utilization for c in costs])
-    pue = along([c.pue for c in costs])
-    rr = along(r) if r is not None else ratio
-    out = ds.copy()
-    out["gpu_cost_usd_per_hour"] = hw_d
-    dec_tok_h = ds.decode_tokens_per_s_per_gpu * 3600.0 * util
-    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * 3600.0 * util
-    out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=hw_d, tokens=dec_tok_h)
-    out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=hw_p, tokens=pre_tok_h)
-    out["usd_per_mtok_blended"] = (rr * out.usd_per_mtok_input + out.usd_per_mtok_output) / (rr + 1.0)
-    power = kecon.gpu_power_w(tdp_w=hw.tdp_w, busy_frac=util, idle_frac_of_tdp=IDLE_FRAC_OF_TDP,
-                              busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
-    out["output_tokens_per_s_per_mw"] = kecon.tokens_per_s_per_mw(
-        tokens_per_s=ds.decode_tokens_per_s_per_gpu * util, facility_power_w=power * pue)
-    if pr is not None:
-        p = {k: along(prices[k]) if k in prices else getattr(pr, k) for k in PRICE_PARAMETERS}
-        hit = ds["cache_hit_rate"] if "cache_hit_rate" in ds.coords else 0.0
-        price_in = hit * p["input_cache_hit_usd_per_mtok"] + (1 - hit) * p["input_cache_miss_usd_per_mtok"]
-        price_blend = (rr * price_in + p["output_usd_per_mtok"]) / (rr + 1.0)
-        out["gross_margin_frac"] = kecon.gross_margin_frac(revenue_usd=price_blend,
-                                                           cost_usd=out.usd_per_mtok_blended)
-        out["cost_profit_margin_frac"] = kecon.cost_profit_margin_frac(
-            revenue_usd=price_blend, cost_usd=out.usd_per_mtok_blended)
-    return out
+    rates = [(gpu_cost_usd_per_hour(hw, c, "decode"), gpu_cost_usd_per_hour(hw, c, "prefill"))
+             for c in costs]
+    prices = None if pr is None else {
+        k: along(prices[k]) if k in prices else getattr(pr, k) for k in PRICE_PARAMETERS}
+    return economics_from_rates(
+        ds, gpu_cost_decode=along([sum(d) for d, _ in rates]),
+        gpu_cost_prefill=along([sum(p) for _, p in rates]),
+        energy_decode=along([d[1] for d, _ in rates]), tdp_w=hw.tdp_w,
+        utilization=along([c.utilization for c in costs]), pue=along([c.pue for c in costs]),
+        prices=prices, input_tokens_per_output_token=along(r) if r is not None else ratio)
