@@ -618,30 +618,25 @@ class _Rows:
     def fail(self, line: int, fieldname: str, value: Any, must: str) -> SpecError:
         return SpecError(f"{self.path}: line {line}: field {fieldname!r} = {value!r} {must}")
 
-    def number(self, line: int, fieldname: str, value: Any, minimum: float) -> float:
+    def _float(self, line: int, fieldname: str, value: Any) -> float:
+        """A number or a numeric string (CSV cells are strings)."""
         if isinstance(value, str):
             try:
-                value_f = float(value)
+                return float(value)
             except ValueError:
                 raise self.fail(line, fieldname, value, "is not a number") from None
-        elif _is_num(value):
-            value_f = float(value)
-        else:
-            raise self.fail(line, fieldname, value, "is not a number")
+        if _is_num(value):
+            return float(value)
+        raise self.fail(line, fieldname, value, "is not a number")
+
+    def number(self, line: int, fieldname: str, value: Any, minimum: float) -> float:
+        value_f = self._float(line, fieldname, value)
         if not math.isfinite(value_f) or value_f < minimum:
             raise self.fail(line, fieldname, value, f"must be a finite number >= {minimum:g}")
         return value_f
 
     def integer(self, line: int, fieldname: str, value: Any, minimum: int) -> int:
-        if isinstance(value, str):
-            try:
-                value_f = float(value)
-            except ValueError:
-                raise self.fail(line, fieldname, value, "is not a number") from None
-        elif _is_num(value):
-            value_f = float(value)
-        else:
-            raise self.fail(line, fieldname, value, "is not a number")
+        value_f = self._float(line, fieldname, value)
         if not math.isfinite(value_f) or value_f != int(value_f):
             raise self.fail(line, fieldname, value, "must be a whole number")
         if value_f < minimum:
