@@ -184,7 +184,7 @@ def test_roofline_json_matches_evaluate(run):
     _assert_matches(data, ds)
     assert set(ds.data_vars) <= set(data)
     assert data["model"] == "Llama-3.1-70B" and data["hardware"] == "H100-SXM"
-    assert data["attrs"]["mode"] == "realistic"
+    assert data["attrs"]["mode"] == "measured"
     assert data["attrs"]["inference_factory_version"] == inf.__version__
     assert data["units"]["decode_step_s"] == "s"
     assert isinstance(data["fits"], bool) and isinstance(data["decode_binding_resource"], str)
@@ -241,7 +241,7 @@ def test_roofline_ideal(run):
     args = ["-m", "Llama-3.1-70B", "--tp", "4", "--batch-size", "16"]
     real = roofline_json(run, *args)
     ideal = roofline_json(run, *args, "--ideal")
-    assert real["attrs"]["mode"] == "realistic"
+    assert real["attrs"]["mode"] == "measured"
     assert ideal["attrs"]["mode"] == "ideal"
     assert ideal["decode_step_s"] <= real["decode_step_s"]
     assert ideal["prefill_step_s"] <= real["prefill_step_s"]
@@ -254,7 +254,7 @@ def test_roofline_text_report(run):
     out = ok(run("roofline", "-m", "Llama-3.1-8B", "-H", "H100-SXM", "--batch-size", "8"))
     ds = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=8)
     v = {k: ds[k].item() for k in ds.data_vars}
-    assert out.splitlines()[0].startswith("Llama-3.1-8B on H100-SXM  [realistic]")
+    assert out.splitlines()[0].startswith("Llama-3.1-8B on H100-SXM  [measured]")
     for section in ("decode", "prefill", "memory per GPU"):
         assert any(line.startswith(section) for line in out.splitlines()), section
     decode = out.split("decode (one step)")[1].split("prefill (one pass)")[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import Mapping
 from pathlib import Path
 
 from . import units
@@ -17,7 +18,7 @@ from .errors import SpecError
 from .specs import HardwareSpec, _cached, _read_toml, _Table, data_dir
 
 TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
-         "routing", "memory")
+         "routing", "memory", "measured")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Realism:
     routing: bool
     memory: bool
     runtime_reserve_frac: float
+    measured: bool = True
+    other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    default_expert_skew: float = 0.0
     source: str = ""
 
     @classmethod
@@ -185,5 +189,15 @@ def _parse_realism(p: Path) -> Realism:
         raise SpecError(f"{p}: memory.runtime_reserve_frac = {kw['runtime_reserve_frac']} must "
                         "lie in [0, 1)")
     m.done()
+    ms = t.table("measured")
+    kw.update(measured=ms.get("enabled", bool))
+    ms.done()
+    ok = t.table("other_kernels")
+    kw["other_kernels"] = {k: ok.get(k, float, minimum=0.0)
+                           for k in ("mla", "gqa", "ffn", "moe", "per_quantized_gemm_group")}
+    ok.done()
+    ex = t.table("experts")
+    kw["default_expert_skew"] = ex.get("default_skew", float, minimum=0.0)
+    ex.done()
     t.done()
     return Realism(**kw, source=str(p))

@@ -165,6 +165,8 @@ class HardwareSpec:
     notes: Mapping[str, str] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     path: str = ""
+    #: folder of hardware/measured whose kernel tables this device uses ("" = its own name)
+    kernel_tables: str = ""
 
     def flop_per_s(self, precision: str) -> float:
         """Dense peak for ``precision``; a clear error if the device lacks it."""
@@ -218,6 +220,7 @@ def _parse_hardware(path: Path) -> HardwareSpec:
                 raise SpecError(f"{path}: measured.{prec}_matmul_tflops given but compute has no "
                                 f"{prec}_tflops")
             measured[prec] = v * units.TFLOP
+    kernel_tables = m.get("kernel_tables", str, required=False, default="")
     m.done()
 
     mem = t.table("memory")
@@ -265,6 +268,7 @@ def _parse_hardware(path: Path) -> HardwareSpec:
         host_dram_capacity_bytes=dram_cap, host_dram_bw_bytes_per_s=dram_bw,
         nvme_capacity_bytes=nvme_cap, nvme_bw_bytes_per_s=nvme_bw, node_values_assumed=assumed,
         price=price, sources=sources, notes=notes, aliases=aliases, path=str(path),
+        kernel_tables=kernel_tables,
     )
 
 

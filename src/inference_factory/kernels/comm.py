@@ -72,3 +72,25 @@ def alltoall_s(*, scale_up_bytes, scale_out_bytes, scale_up_bytes_per_s, scale_o
     """
     return np.maximum(scale_up_bytes / scale_up_bytes_per_s,
                       scale_out_bytes / scale_out_bytes_per_s) + latency_s
+
+
+def hierarchical_allreduce_s(*, message_bytes, n_ranks, domain_gpus, scale_up_bytes_per_s,
+                             scale_out_bytes_per_s, scale_up_latency_s, scale_out_latency_s):
+    r"""All-reduce over ``n_ranks`` GPUs spanning nodes of ``domain_gpus`` each, as NCCL's
+    hierarchical algorithms run it: reduce-scatter inside each node over NVLink, all-reduce of
+    each GPU's 1/g shard across the N nodes over the NIC, all-gather inside the node.
+
+    .. math:: t = \frac{2 (g - 1)}{g} \frac{M}{W_{up}}
+                + \frac{2 (N - 1)}{N} \frac{M / g}{W_{out}} + \alpha_{up} + \alpha_{out},
+              \quad g = \min(n, D),\ N = n / g
+
+    Only 1/g of the message crosses the NIC, instead of the whole ring running at NIC speed.
+    Source: NCCL tree/ring hierarchy (Jeaugey, "Massively Scale Your Deep Learning Training
+    with NCCL 2.4", NVIDIA blog 2019); the bandwidth terms are the ring's of
+    :func:`ring_allreduce_s` on each level.
+    """
+    g = np.minimum(n_ranks, domain_gpus)
+    n_nodes = np.maximum(n_ranks / g, 1.0)
+    intra = 2.0 * (g - 1.0) / g * message_bytes / scale_up_bytes_per_s
+    inter = 2.0 * (n_nodes - 1.0) / n_nodes * (message_bytes / g) / scale_out_bytes_per_s
+    return intra + inter + scale_up_latency_s * (g > 1) + scale_out_latency_s * (n_nodes > 1)

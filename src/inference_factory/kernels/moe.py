@@ -103,9 +103,10 @@ def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, s
         return 1.0
     slots = -(-(n_exp + int(n_redundant)) // n_ranks)   # ceil: as weight memory counts them
     if not balanced:
+        # every expert on exactly one rank: ranks hold ceil or floor of E / R_ep experts (with
+        # more ranks than experts some ranks hold none and the busiest carries a whole expert)
         order = np.random.default_rng(seed).permutation(n_exp)
-        shuffled = p[order]
-        loads = np.add.reduceat(shuffled, np.arange(0, n_exp, max(n_exp // n_ranks, 1)))[:n_ranks]
+        loads = np.array([c.sum() for c in np.array_split(p[order], n_ranks)])
         return float(loads.max() / (p.sum() / n_ranks))
     replicas = replica_counts(popularity=p, n_redundant=n_redundant)
     items = np.repeat(p / replicas, replicas)

@@ -1,0 +1,163 @@
+"""One block: structural choices fixed, numeric axes broadcast. Builds the decode and prefill
+passes from the op graph, costs them, schedules them into steps, and derives throughput,
+latency and memory."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..kernels import cache as kcache
+from ..kernels import speculative as kspec
+from ..specs import ModelSpec
+from . import grid as G
+from . import schedule as S
+from .cost import Cost, cost_ops
+from .geometry import (Geom, Layers, activation_bytes_per_token, main_layers, mtp_layers,
+                       weight_bytes_per_gpu)
+from .ops import layer_ops
+
+RESOURCES = ("compute", "memory", "comm", "overhead")
+
+
+def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
+             logit_tokens_per_seq, phase: str, micro_batches: int = 1) -> dict[str, Any]:
+    """Step time, per-resource times, FLOPs and bytes of one pass (per GPU), and its costs."""
+    mb = micro_batches
+    ops = layer_ops(g, L, seqs=seqs / mb, new_tokens=new_tokens, cached_tokens=cached_tokens,
+                    kv_len=kv_len, logit_tokens_per_seq=logit_tokens_per_seq, phase=phase)
+    costs = cost_ops(g, ops, phase=phase, seqs=seqs / mb)
+    if g.rl.is_ideal:
+        step = S.ideal_s(costs)
+        res = {"compute": sum(c.op.count * c.flop_s for c in costs),
+               "memory": sum(c.op.count * c.byte_s for c in costs),
+               "comm": sum(c.op.count * c.time_s for c in costs if c.op.stream == "comm"),
+               "overhead": 0.0}
+    else:
+        if mb > 1:
+            frac = g.rl.comm_sm_frac if phase == "prefill" else 0.0
+            step = S.two_batch_s(costs, L, phase, comm_sm_frac=frac)
+        else:
+            step = S.sequential_s(costs)
+        res = S.by_resource(costs, mb)
+    return {
+        "step_s": step, "res": res, "costs": costs, "mb": mb,
+        "flop": mb * sum(c.op.count * c.op.flop for c in costs),
+        "hbm_bytes": mb * sum(c.op.count * c.byte_s for c in costs) * g.hw.hbm_bw_bytes_per_s,
+    }
+
+
+def binding(named: Mapping[str, Any]) -> Any:
+    """Label of the largest part at each point (numpy arrays in, array of labels out)."""
+    names = np.asarray(list(named))
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in named.values()])
+    return names[np.argmax(np.stack(arrays), axis=0)]
+
+
+def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
+                   draft: ModelSpec | None = None, detail: str = "resources") -> dict[str, Any]:
+    m, hw, rl = g.m, g.hw, g.rl
+    out: dict[str, Any] = {}
+    mb = 2 if (g.overlap == "two-batch" and not rl.is_ideal) else 1
+    B, ctx, d = ax["batch_size"], ax["kv_len"], ax["draft_depth"]
+
+    # ---- decode: one verify step of B sequences x (1 + d) tokens, plus d draft passes
+    verify = run_pass(g, main_layers(m), seqs=B, new_tokens=1.0 + d, cached_tokens=ctx - 1.0,
+                      kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
+    # a draft pass is a single micro-batch: nothing to overlap its communication with
+    dg = replace(g, m=draft, overlap="none") if draft is not None else replace(g, overlap="none")
+    dL = main_layers(draft) if draft is not None else mtp_layers(m)
+    dpass = run_pass(dg, dL, seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0, kv_len=ctx,
+                     logit_tokens_per_seq=1.0, phase="decode")
+    draft_s = d * dpass["step_s"]
+    if acceptance_by_position is not None:
+        tps = kspec.expected_tokens_per_step_sequence(draft_depth=d,
+                                                      acceptance_by_position=acceptance_by_position)
+    else:
+        tps = kspec.expected_tokens_per_step(draft_depth=d, acceptance_rate=ax["acceptance_rate"])
+    step_s = verify["step_s"] + draft_s
+    for r in RESOURCES:
+        out[f"decode_{r}_s"] = verify["res"][r] + d * dpass["res"][r] + 0.0 * step_s
+    out["decode_draft_s"] = draft_s
+    out["decode_step_s"] = step_s
+    out["decode_flop_per_gpu"] = verify["flop"] + d * dpass["flop"]
+    out["decode_hbm_bytes_per_gpu"] = verify["hbm_bytes"] + d * dpass["hbm_bytes"]
+    out["tokens_per_step"] = tps
+    out["decode_tokens_per_s_per_gpu"] = B * g.dp * tps / (step_s * g.n_gpus)
+    out["decode_tokens_per_s_per_user"] = tps / step_s
+    out["tpot_s"] = step_s / tps
+    out["expert_efficiency_frac"] = 1.0 / g.placement_imbalance
+    out["decode_binding_resource"] = binding({r: out[f"decode_{r}_s"] for r in RESOURCES})
+
+    # ---- prefill: Bp prompts of P tokens, a fraction h restored from the prefix cache
+    Bp, P, hit = ax["prefill_batch_size"], ax["prompt_len"], ax["cache_hit_rate"]
+    computed = kcache.prefill_computed_tokens(prompt_tokens=P, cache_hit_rate=hit)
+    cached = P - computed
+    pre = run_pass(g, main_layers(m), seqs=Bp, new_tokens=computed, cached_tokens=cached,
+                   kv_len=P, logit_tokens_per_seq=1.0, phase="prefill", micro_batches=mb)
+    tier_bw = {"hbm": hw.hbm_bw_bytes_per_s, "dram": hw.host_dram_bw_bytes_per_s,
+               "nvme": hw.nvme_bw_bytes_per_s / hw.gpus_per_node}[g.tier]
+    kvl = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
+    restore_s = (kcache.kv_restore_s(restored_tokens=Bp * cached,
+                                     kv_bytes_per_token=kvl * m.n_full_attention_layers,
+                                     tier_bytes_per_s=tier_bw)
+                 + kcache.kv_restore_s(restored_tokens=Bp * np.minimum(cached, m.sliding_window_tokens),
+                                       kv_bytes_per_token=kvl * m.n_sliding_window_layers,
+                                       tier_bytes_per_s=tier_bw))
+    # restoration is prefetched by the copy engines while the GPU computes other requests:
+    # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
+    pre_s = pre["step_s"]
+    for r in RESOURCES:
+        out[f"prefill_{r}_s"] = pre["res"][r] + 0.0 * pre_s
+    out["prefill_restore_s"] = restore_s
+    out["prefill_step_s"] = pre_s
+    out["prefill_flop_per_gpu"] = pre["flop"]
+    out["prefill_hbm_bytes_per_gpu"] = pre["hbm_bytes"]
+    out["prefill_tokens_per_s_per_gpu"] = Bp * P * g.dp / (pre_s * g.n_gpus)
+    out["prefill_computed_tokens_per_s_per_gpu"] = Bp * computed * g.dp / (pre_s * g.n_gpus)
+    out["ttft_s"] = np.maximum(pre_s, restore_s)
+    out["prefill_binding_resource"] = binding({r: out[f"prefill_{r}_s"] for r in RESOURCES})
+
+    # ---- memory per GPU: the serving engine reserves each sequence's final length
+    uses_draft = np.asarray(d) > 0
+    if draft is None:
+        mtp = weight_bytes_per_gpu(g, with_mtp=True) - weight_bytes_per_gpu(g, with_mtp=False)
+        weights = weight_bytes_per_gpu(g, with_mtp=False) + mtp * uses_draft
+    else:
+        weights = (weight_bytes_per_gpu(g, with_mtp=False)
+                   + weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
+    final = np.where(np.asarray(ax["final_len"]) > 0, ax["final_len"], ctx)
+    final = np.maximum(final, ctx)
+    kv_per_seq = (final * m.kv_bytes_per_token(g.kvprec)
+                  + np.minimum(final, m.sliding_window_tokens) * m.n_sliding_window_layers
+                  * m.kv_bytes_per_token_per_layer(g.kvprec)) / g.kv_split
+    act_per_seq = activation_bytes_per_token(g) * (1.0 + d)
+    reserve = rl.reserve_frac * hw.hbm_capacity_bytes
+    free = hw.hbm_capacity_bytes - reserve - weights
+    out["weight_bytes_per_gpu"] = weights
+    out["kv_bytes_per_gpu"] = B * kv_per_seq
+    out["activation_bytes_per_gpu"] = B * act_per_seq
+    out["hbm_used_bytes_per_gpu"] = weights + reserve + B * (kv_per_seq + act_per_seq)
+    out["fits"] = out["hbm_used_bytes_per_gpu"] <= hw.hbm_capacity_bytes
+    out["max_batch_size"] = np.floor(np.maximum(free, 0.0) / (kv_per_seq + act_per_seq))
+    if detail == "ops":
+        out["_ops"] = {"decode": verify, "prefill": pre}
+    return out
+
+
+def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, list, list]]:
+    """Per phase: op names, time per step (count x micro-batches x per-call time), resource
+    label and source label of each op (for ``evaluate(..., detail="ops")``)."""
+    out = {}
+    for phase, p in passes.items():
+        names, times, res, src = [], [], [], []
+        costs: list[Cost] = p["costs"]
+        for c in costs:
+            names.append(c.op.name)
+            times.append(p["mb"] * c.op.count * c.time_s)
+            res.append(c.resource)
+            src.append(np.asarray(G.SOURCES, dtype=object)[np.asarray(c.source, dtype=int)])
+        out[phase] = (names, times, res, src)
+    return out

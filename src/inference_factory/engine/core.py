@@ -1,0 +1,321 @@
+"""The roofline engine: one call evaluates prefill and decode over a grid of named axes.
+
+``evaluate(model, hardware, batch_size=[1, 8, 64], kv_len=[1024, 4096], ...)`` returns an
+``xr.Dataset`` whose dimensions are the arguments given as lists. Numeric axes (batch size,
+context, prompt length, draft depth, acceptance, cache-hit rate) broadcast through the pure
+kernels in :mod:`inference_factory.kernels`: there is no Python loop over grid points.
+Structural choices (hardware, model, parallelism, precisions, overlap policy) may be lists
+too; each combination is one vectorized block, concatenated along its own dimension.
+
+The engine wires kernels together: it counts, per operation group, the parameters, tokens
+and bytes the kernels take (documented in docs/MODEL.md); the rate equations are kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Iterable, Literal, Mapping
+
+import numpy as np
+import xarray as xr
+
+from .. import __version__
+from ..errors import SpecError
+from ..realism import Realism, load_realism
+from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from .block import RESOURCES, evaluate_block, op_table
+from .geometry import validate_struct
+
+Overlap = Literal["none", "two-batch"]
+CacheTier = Literal["hbm", "dram", "nvme"]
+
+#: Numeric axes: broadcast through the kernels. name -> (default, unit, lower, upper, integer)
+NUMERIC_AXES: dict[str, tuple[float, str, float, float, bool]] = {
+    "batch_size": (1, "sequences per DP rank", 1, math.inf, False),
+    "kv_len": (1024, "tokens of decode context", 1, math.inf, False),
+    "prompt_len": (1024, "prompt tokens", 1, math.inf, False),
+    "prefill_batch_size": (1, "prompts per DP rank per pass", 1, math.inf, False),
+    "draft_depth": (0, "draft tokens per step", 0, 64, True),
+    "acceptance_rate": (0.8, "fraction per position", 0.0, 1.0, False),
+    "cache_hit_rate": (0.0, "fraction of input tokens", 0.0, 1.0, False),
+    "final_len": (0, "tokens reserved per sequence (input + output); 0 = kv_len", 0,
+                  math.inf, False),
+}
+
+#: Structural axes: one vectorized block per combination. name -> default
+STRUCT_AXES: dict[str, Any] = {
+    "tp": 1, "dp": 1, "ep": 1, "redundant_experts": 0, "expert_skew": None, "context_cv": 1.0,
+    "weight_precision": None, "moe_precision": None, "kv_precision": "bf16",
+    "attention_precision": "bf16", "dispatch_precision": "fp8", "combine_precision": "bf16",
+    "overlap": "none", "cache_tier": "dram",
+}
+
+
+
+# public entry point
+# --------------------------------------------------------------------------------------------
+
+
+def _as_axis(name: str, value: Any) -> Any:
+    """Scalars stay floats; lists, 1-D arrays and DataArrays become labelled axes."""
+    default, unit, lo, hi, integer = NUMERIC_AXES[name]
+    if isinstance(value, xr.DataArray):
+        arr = value.astype(float)
+    elif np.ndim(value) == 0:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise SpecError(f"{name} = {value!r} must be a number ({unit})") from None
+        arr = v
+    else:
+        try:
+            vals = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise SpecError(f"{name} = {value!r} must be numbers ({unit})") from None
+        if vals.ndim != 1 or vals.size == 0:
+            raise SpecError(f"{name} must be a number or a non-empty 1-D list; got {value!r}")
+        arr = xr.DataArray(vals, dims=name, coords={name: vals})
+    vals = np.asarray(arr, dtype=float)
+    bad = vals[~((vals >= lo) & (vals <= hi))]
+    if name == "cache_hit_rate":
+        bad = vals[~((vals >= 0) & (vals < 1))]
+        hi_txt = "1 (exclusive)"
+    else:
+        hi_txt = str(hi)
+    if bad.size:
+        raise SpecError(f"{name} = {bad[0]:g} is out of range; allowed [{lo:g}, {hi_txt}] ({unit})")
+    if integer and np.any(vals != np.round(vals)):
+        raise SpecError(f"{name} = {vals[vals != np.round(vals)][0]:g} must be a whole number")
+    return arr
+
+
+def _listify(value) -> list:
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise SpecError("an axis list is empty; give at least one value")
+        return list(value)
+    return [value]
+
+
+def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
+             hardware: str | HardwareSpec | Iterable = "H100-SXM", *,
+             ideal: bool = False, realism: Realism | str | None = None,
+             detail: str = "resources",
+             acceptance_by_position: Iterable[float] | None = None,
+             draft_model: str | ModelSpec | None = None,
+             expert_popularity: Iterable[float] | None = None,
+             **kwargs: Any) -> xr.Dataset:
+    """Evaluate prefill and decode of ``model`` on ``hardware`` over a grid of named axes.
+
+    Parameters
+    ----------
+    model, hardware : name, alias, path, spec, or a list of them (each list adds a dimension)
+    batch_size, kv_len, prompt_len, prefill_batch_size, draft_depth, acceptance_rate,
+    cache_hit_rate : number or list
+        Numeric axes (see ``NUMERIC_AXES`` for units and ranges). A list adds a dimension.
+    tp, dp, ep, redundant_experts, expert_skew, weight_precision, moe_precision, kv_precision,
+    attention_precision, dispatch_precision, combine_precision, overlap, cache_tier : value or list
+        Structural choices. ``tp`` x ``dp`` GPUs form one serving instance; MoE layers use
+        ``ep`` expert-parallel ranks and ``tp*dp/ep``-way expert tensor parallelism.
+    ideal : bool
+        Pure roofline: every realism term off, parts combined by max.
+    realism : Realism, "measured" or "roofline"
+        Realism constants (default: bundled ``configs/realism.toml``, which costs every op from
+        the measured kernel tables where they cover it). ``"roofline"``: the same constants
+        with the measured tables off (every op on the realistic roofline).
+    detail : "resources" or "ops"
+        ``"ops"`` adds an ``op`` dimension: each operation's time per step
+        (``decode_op_time_s``, ``prefill_op_time_s``), the resource it is charged to and where
+        its cost came from (``*_op_source``: measured / interpolated / extrapolated / roofline).
+    acceptance_by_position : list of float
+        Per-position acceptance a_1..a_D, instead of a constant ``acceptance_rate``.
+    draft_model : model name
+        Separate draft model for speculative decoding (default: the model's MTP module).
+    expert_popularity : sequence of float
+        Share of routed tokens per expert (overrides ``expert_skew``; e.g. measured or mixed
+        from workload classes).
+
+    Returns
+    -------
+    xr.Dataset
+        Per-resource times, step times, binding resources, tokens/s per GPU and per user,
+        TTFT, TPOT, memory and ``fits``; units in each variable's ``attrs``.
+    """
+    unknown = set(kwargs) - set(NUMERIC_AXES) - set(STRUCT_AXES)
+    if unknown:
+        allowed = sorted(set(NUMERIC_AXES) | set(STRUCT_AXES))
+        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {allowed}")
+    if detail not in ("resources", "ops"):
+        raise SpecError(f"detail = {detail!r} is not one of ['ops', 'resources']")
+    if isinstance(realism, str):
+        if realism not in ("measured", "roofline"):
+            raise SpecError(f"realism = {realism!r} is not one of ['measured', 'roofline'] "
+                            "(or a Realism object)")
+        realism = load_realism() if realism == "measured" else load_realism().without("measured")
+    rl = Realism.ideal() if ideal else (realism if realism is not None else load_realism())
+    axes = {k: _as_axis(k, kwargs.get(k, v[0])) for k, v in NUMERIC_AXES.items()}
+    if acceptance_by_position is not None:
+        acc = np.asarray(list(acceptance_by_position), dtype=float)
+        if acc.ndim != 1 or acc.size == 0 or np.any((acc < 0) | (acc > 1)):
+            raise SpecError(f"acceptance_by_position = {list(acc)} must be a non-empty list of "
+                            "fractions in [0, 1]")
+        if np.max(np.asarray(axes["draft_depth"])) > acc.size:
+            raise SpecError(f"draft_depth up to {np.max(np.asarray(axes['draft_depth'])):g} needs "
+                            f"{int(np.max(np.asarray(axes['draft_depth'])))} acceptance values; "
+                            f"acceptance_by_position has {acc.size}")
+        acceptance_by_position = acc
+    models = [load_model(x) for x in _listify(model)]
+    hws = [load_hardware(x) for x in _listify(hardware)]
+    for kind, specs in (("model", models), ("hardware", hws)):
+        names = [x.name for x in specs]
+        if len(set(names)) < len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SpecError(f"{kind} {dup!r} is listed twice (names and aliases resolve to the "
+                            f"same spec); give each once")
+    draft = load_model(draft_model) if draft_model is not None else None
+    struct = {k: _listify(kwargs.get(k, v)) for k, v in STRUCT_AXES.items()}
+    struct_dims = [k for k in STRUCT_AXES if isinstance(kwargs.get(k), (list, tuple))]
+    for k in struct_dims:
+        vals = struct[k]
+        if len(set(map(str, vals))) < len(vals):
+            raise SpecError(f"{k} = {vals!r} lists a value twice; give each once")
+
+    dim_order, dim_sizes, raw_axes = _raw_axes(axes)
+    blocks = []
+    for mi, hi in itertools.product(models, hws):
+        for combo in itertools.product(*struct.values()):
+            s = dict(zip(struct, combo))
+            g = validate_struct(mi, hi, s, rl, expert_popularity)
+            if (draft is None and mi.n_mtp_modules == 0
+                    and np.any(np.asarray(axes["draft_depth"]) > 0)):
+                raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
+                                "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+            res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
+            passes = res.pop("_ops", None)
+            ds = _to_dataset(res, dim_order, dim_sizes, axes)
+            if passes is not None:
+                ds = _add_ops(ds, op_table(passes), dim_order, dim_sizes)
+            coords = {"model": mi.name, "hardware": hi.name}
+            coords.update({k: s[k] for k in struct_dims})
+            ds = ds.expand_dims({k: [v] for k, v in coords.items()})
+            blocks.append(ds)
+    ds = xr.combine_by_coords(blocks, combine_attrs="drop_conflicts") if len(blocks) > 1 else blocks[0]
+    # keep the order the user gave (combine_by_coords sorts labels)
+    order = {"model": [x.name for x in models], "hardware": [x.name for x in hws]}
+    order.update({k: struct[k] for k in struct_dims})
+    ds = ds.reindex({k: v for k, v in order.items() if k in ds.dims and ds.sizes[k] > 1})
+    squeeze = [d for d in ("model", "hardware") if ds.sizes[d] == 1]
+    ds = ds.squeeze(squeeze)
+    ds.attrs.update({
+        "title": "inference-factory roofline evaluation",
+        "inference_factory_version": __version__,
+        "mode": "ideal" if rl.is_ideal else ("measured" if rl.measured else "roofline"),
+        "realism_source": rl.source,
+        "models": ", ".join(f"{x.name} ({x.path})" for x in models),
+        "hardware": ", ".join(f"{x.name} ({x.path})" for x in hws),
+        "hardware_files": "; ".join(f"{x.name}={x.path}" for x in hws),
+    })
+    return ds
+
+
+_UNITS = {"_s": "s", "_per_gpu": "per GPU", "_frac": "1", "_tokens_per_s_per_gpu": "tokens/s/GPU",
+          "_tokens_per_s_per_user": "tokens/s/user", "_bytes_per_gpu": "bytes",
+          "_flop_per_gpu": "FLOP"}
+
+
+def _unit_of(name: str) -> str:
+    for suffix in ("_tokens_per_s_per_gpu", "_tokens_per_s_per_user", "_bytes_per_gpu",
+                   "_flop_per_gpu", "_frac", "_s"):
+        if name.endswith(suffix):
+            return _UNITS[suffix]
+    return {"tokens_per_step": "tokens/step", "fits": "bool", "max_batch_size": "sequences"}.get(
+        name, "label")
+
+
+def _raw_axes(axes: Mapping[str, Any]):
+    """Axes as plain numpy arrays on one common dimension order, with singleton dimensions
+    where an axis does not vary, so the kernels broadcast by numpy rules at numpy speed."""
+    order: list[str] = []
+    sizes: dict[str, int] = {}
+    for a in axes.values():
+        if isinstance(a, xr.DataArray):
+            for d in a.dims:
+                if d not in sizes:
+                    order.append(d)
+                    sizes[d] = a.sizes[d]
+                elif sizes[d] != a.sizes[d]:
+                    raise SpecError(f"axis dimension {d!r} has sizes {sizes[d]} and "
+                                    f"{a.sizes[d]}; axes sharing a dimension must agree")
+    raw = {}
+    for k, a in axes.items():
+        if isinstance(a, xr.DataArray):
+            present = [d for d in order if d in a.dims]
+            arr = np.asarray(a.transpose(*present).values, dtype=float)
+            raw[k] = arr.reshape([sizes[d] if d in a.dims else 1 for d in order])
+        else:
+            raw[k] = float(a)
+    return order, sizes, raw
+
+
+def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -> xr.Dataset:
+    data = {}
+    for k, v in res.items():
+        arr = np.asarray(v)
+        if arr.ndim == 0:
+            da = xr.DataArray(arr[()])
+        else:
+            keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
+            squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
+            da = xr.DataArray(arr.squeeze(axis=squeeze), dims=[order[i] for i in keep])
+        da.attrs["units"] = _unit_of(k)
+        data[k] = da
+    ds = xr.Dataset(data)
+    for name, a in axes.items():
+        if isinstance(a, xr.DataArray):
+            ds = ds.assign_coords({c: a[c] for c in a.coords})
+        else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
+            ds = ds.assign_coords({name: float(a)})
+    for name, a in axes.items():
+        if name in ds.coords:
+            ds[name].attrs["units"] = NUMERIC_AXES[name][1]
+    return ds
+
+
+def _add_ops(ds: xr.Dataset, table, order, sizes) -> xr.Dataset:
+    """The ``op`` dimension of ``detail="ops"``: per phase, each op's time per step, the
+    resource it is charged to and the source of its cost."""
+    names = list(dict.fromkeys(n for phase in table.values() for n in phase[0]))
+    full = [sizes[d] for d in order]
+    for phase, (ops, times, res, src) in table.items():
+        t = np.full([len(names)] + full, np.nan)
+        r = np.full([len(names)] + full, "", dtype=object)
+        so = np.full([len(names)] + full, "", dtype=object)
+        for name, ti, ri, si in zip(ops, times, res, src):
+            i = names.index(name)
+            t[i] = np.broadcast_to(np.asarray(ti, dtype=float), full) if full else ti
+            r[i] = np.broadcast_to(np.asarray(ri, dtype=object), full) if full else ri
+            so[i] = np.broadcast_to(np.asarray(si, dtype=object), full) if full else si
+        dims = ["op"] + list(order)
+        ds[f"{phase}_op_time_s"] = xr.DataArray(t, dims=dims, attrs={"units": "s"})
+        ds[f"{phase}_op_resource"] = xr.DataArray(r.astype(str), dims=dims,
+                                                  attrs={"units": "label"})
+        ds[f"{phase}_op_source"] = xr.DataArray(so.astype(str), dims=dims,
+                                                attrs={"units": "label"})
+    return ds.assign_coords(op=names)
+
+
+def to_dataframe(ds: xr.Dataset) -> "pd.DataFrame":  # noqa: F821
+    """Tidy DataFrame: one row per grid point, one column per variable; ``df.attrs["units"]``
+    maps each column to its unit. Variables are broadcast to the full grid first."""
+    import pandas as pd
+
+    full = xr.broadcast(ds)[0]
+    if not full.dims:                      # a single point: one row
+        df = pd.DataFrame([{k: v.values.item() for k, v in full.variables.items()}])
+    else:
+        df = full.to_dataframe().reset_index()
+    df.attrs["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
+    df.attrs["units"].update({k: ds[k].attrs.get("units", "") for k in ds.coords})
+    df.attrs.update({k: v for k, v in ds.attrs.items() if isinstance(v, str)})
+    return df

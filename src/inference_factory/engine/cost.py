@@ -1,0 +1,214 @@
+"""Cost of each operation: measured kernel tables where the device and shape are covered,
+else the realistic roofline; the pure roofline in ideal mode.
+
+Modes (``Realism``): ``ideal`` (every term off: pure roofline at the peaks), ``roofline``
+(the measured tables off: achieved fractions of peak, small-M tiles, per-layer overhead, link
+fractions and latencies), and the default, measured (each op with a table takes its own pure
+roofline times the measured-over-roofline ratio of its shape, :mod:`.measured`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..kernels import comm as kcomm
+from ..kernels import moe as kmoe
+from ..kernels import roofline as kroof
+from . import grid as G
+from .geometry import Geom
+from .measured import a2a_roofline_s, allreduce_roofline_s, tables_for
+from .ops import Op
+
+
+@dataclass
+class Cost:
+    """Time of one call of an op (per micro-batch), the resource it is charged to, and
+    where the time came from (a :data:`.grid.SOURCES` code, scalar or per point)."""
+
+    op: Op
+    time_s: Any
+    resource: str                # compute | memory | comm | overhead
+    source: Any
+    flop_s: Any = 0.0            # pure-roofline parts (FLOPs / peak, bytes / peak bandwidth)
+    byte_s: Any = 0.0
+
+
+def cost_ops(g: Geom, ops: list[Op], *, phase: str, seqs=1.0) -> list[Cost]:
+    return [cost_op(g, op, phase=phase, seqs=seqs) for op in ops]
+
+
+def cost_op(g: Geom, op: Op, *, phase: str, seqs=1.0) -> Cost:
+    c = _cost_op(g, op, phase=phase, seqs=seqs)
+    if op.stream == "compute":
+        c.flop_s = op.flop / g.hw.flop_per_s(op.precision) if op.rate != "other" else 0.0
+        c.byte_s = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
+    return c
+
+
+def _cost_op(g: Geom, op: Op, *, phase: str, seqs=1.0) -> Cost:
+    rl, hw = g.rl, g.hw
+    if op.stream == "comm":
+        return _comm(g, op)
+    if op.name == "other_kernels":
+        return _other(g, op)
+    peak = hw.flop_per_s(op.precision)
+    t_flop = op.flop / peak
+    t_byte = _op_bytes(g, op) / hw.hbm_bw_bytes_per_s
+    resource = np.where(np.asarray(t_flop) >= np.asarray(t_byte), "compute", "memory")
+    resource = resource.item() if resource.ndim == 0 else resource
+    if rl.is_ideal:
+        return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE)
+    t, src = None, G.ROOFLINE
+    if rl.measured and op.family and op.pure_s is not None:
+        t, src = _measured(g, op)
+    if t is None:
+        t = _roofline(g, op, t_flop, t_byte)
+    if op.rate == "attention" and phase == "decode" and g.dp > 1 and rl.routing:
+        t = t * attention_straggler_factor(g.context_cv, seqs, g.dp)
+    return Cost(op, t, resource, src)
+
+
+def attention_straggler_factor(context_cv, seqs, dp):
+    r"""Busiest attention-DP rank's KV over the mean, for ``seqs`` sequences per rank whose
+    context lengths have coefficient of variation c, assigned at random to R ranks.
+
+    .. math:: f = 1 + \frac{c}{\sqrt{B}} \sqrt{2 \ln R}
+
+    The summed context per rank has relative spread c / sqrt(B); the maximum of R such sums
+    sits about sqrt(2 ln R) spreads above the mean (Gaussian extreme value, as the routing
+    fluctuation of :func:`inference_factory.kernels.moe.routing_fluctuation_factor`).
+    """
+    b = np.maximum(seqs, 1.0)
+    return 1.0 + context_cv / np.sqrt(b) * np.sqrt(2.0 * np.log(max(dp, 1)))
+
+
+def _op_bytes(g: Geom, op: Op):
+    if op.rate != "moe":
+        return op.hbm_bytes
+    m = g.m
+    distinct = kmoe.expected_distinct_experts_popular(expert_hit_prob=g.bins,
+                                                      tokens=op.comm["tokens"]) / g.ep
+    per_expert = 3.0 * m.hidden_size * m.expert_intermediate_size / g.moe_tp
+    return distinct * per_expert * op.comm["weight_bytes"]
+
+
+def _measured(g: Geom, op: Op):
+    tabs = tables_for(g.hw)
+    if tabs is None or not tabs.has(op.family):
+        return None, G.ROOFLINE
+    curve = tabs.curve(op.family, op.keys, op.nearest, op.fixed)
+    if curve is None:
+        return None, G.ROOFLINE
+    log_ratio, src = curve.log_ratio(*op.coords)
+    t = op.pure_s * np.exp(log_ratio)
+    return t, src
+
+
+def _roofline(g: Geom, op: Op, t_flop, t_byte):
+    """Realistic roofline of one op: achieved fractions of peak (configs/realism.toml)."""
+    rl, hw = g.rl, g.hw
+    if op.rate == "attention":
+        tf = t_flop / rl.attn_compute_frac
+        tb = t_byte / rl.attn_hbm_frac
+    else:
+        m_tokens = op.m_tokens
+        flop = op.flop
+        if op.rate == "moe":
+            routed = op.comm["tokens"] * g.m.experts_per_token / g.ep * g.placement_imbalance
+            if rl.routing and g.ep > 1:
+                fluct = kmoe.routing_fluctuation_factor(
+                    mean_tokens_per_rank=op.comm["tokens"] * g.m.experts_per_token / g.ep,
+                    n_ranks=g.ep)
+                flop = flop * fluct
+                routed = routed * fluct
+            distinct = kmoe.expected_distinct_experts_popular(
+                expert_hit_prob=g.bins, tokens=op.comm["tokens"]) / g.ep
+            m_tokens = routed / np.maximum(distinct, 1e-9)
+        frac = kroof.gemm_efficiency_frac(m_tokens=m_tokens,
+                                          large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
+                                          tile_m_tokens=rl.tile_m)
+        tf = flop / (hw.flop_per_s(op.precision) * frac)
+        tb = t_byte / rl.weight_hbm_frac
+    return kroof.roofline_time_s(compute_s=tf, memory_s=tb)
+
+
+def _other(g: Geom, op: Op) -> Cost:
+    """Norms, RoPE, KV write, activation and quantisation kernels between the GEMMs."""
+    rl, hw = g.rl, g.hw
+    t_byte = op.hbm_bytes / hw.hbm_bw_bytes_per_s
+    if rl.is_ideal:         # the pure roofline has no per-kernel cost
+        return Cost(op, t_byte, "memory", G.ROOFLINE)
+    tabs = tables_for(hw) if rl.measured else None
+    if tabs is not None and tabs.has("gemm"):
+        floor = tabs.kernel_floor_s()
+        t_elem = (op.hbm_bytes + op.comm["elementwise_bytes"]) / hw.hbm_bw_bytes_per_s
+        return Cost(op, op.comm["kernels"] * floor + t_elem / rl.weight_hbm_frac, "overhead",
+                    G.EXTRAPOLATED)
+    return Cost(op, rl.layer_overhead_s + 0.0 * t_byte, "overhead", G.ROOFLINE)
+
+
+def _comm(g: Geom, op: Op) -> Cost:
+    rl, hw, m = g.rl, g.hw, g.m
+    c = op.comm
+    up_bw = hw.scale_up_bw_bytes_per_s * rl.up_frac
+    out_bw = hw.scale_out_bw_bytes_per_s * rl.out_frac
+    dom = hw.scale_up_domain_gpus
+    if c["kind"] == "allreduce":
+        msg = c["message_bytes"]
+        if rl.is_ideal:
+            return Cost(op, allreduce_roofline_s(hw, msg, g.tp) if g.tp <= dom else
+                        kcomm.hierarchical_allreduce_s(
+                            message_bytes=msg, n_ranks=g.tp, domain_gpus=dom,
+                            scale_up_bytes_per_s=hw.scale_up_bw_bytes_per_s,
+                            scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s,
+                            scale_up_latency_s=0.0, scale_out_latency_s=0.0), "comm", G.ROOFLINE)
+        if g.tp <= dom and rl.measured:
+            t, src = _measured_comm(g, op, allreduce_roofline_s(hw, msg, g.tp))
+            if t is not None:
+                return Cost(op, t, "comm", src)
+        if g.tp <= dom:
+            t = kcomm.ring_allreduce_s(message_bytes=msg, n_ranks=g.tp, link_bytes_per_s=up_bw,
+                                       latency_s=rl.up_latency_s)
+        else:
+            t = kcomm.hierarchical_allreduce_s(
+                message_bytes=msg, n_ranks=g.tp, domain_gpus=dom, scale_up_bytes_per_s=up_bw,
+                scale_out_bytes_per_s=out_bw, scale_up_latency_s=rl.up_latency_s,
+                scale_out_latency_s=rl.out_latency_s)
+        return Cost(op, t, "comm", G.ROOFLINE)
+
+    # EP dispatch / combine: the busiest rank receives imbalance x the mean traffic
+    k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
+    busiest = 1.0 if rl.is_ideal else g.placement_imbalance
+    if not rl.is_ideal and rl.measured and g.ep <= dom:
+        pure = a2a_roofline_s(hw, tokens, h, k, g.ep, b) * busiest
+        t, src = _measured_comm(g, op, pure)
+        if t is not None:
+            return Cost(op, t, "comm", src)
+    if not rl.is_ideal and rl.routing and g.ep > 1:
+        busiest = busiest * kmoe.routing_fluctuation_factor(
+            mean_tokens_per_rank=tokens * g.dp * k / g.ep, n_ranks=g.ep)
+    c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
+    copies_out = (kcomm.ep_copies_per_token_scale_out if c["phase"] == "prefill"
+                  else kcomm.ep_copies_per_token_scale_out_per_expert)
+    c_out = copies_out(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
+    lat = rl.out_latency_s if g.ep > dom else rl.up_latency_s
+    per_copy = tokens * h * b * busiest
+    if rl.is_ideal:
+        up_bw, out_bw = hw.scale_up_bw_bytes_per_s, hw.scale_out_bw_bytes_per_s
+    t = kcomm.alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
+                         scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw, latency_s=lat)
+    return Cost(op, t, "comm", G.ROOFLINE)
+
+
+def _measured_comm(g: Geom, op: Op, pure_s):
+    tabs = tables_for(g.hw)
+    if tabs is None or not tabs.has(op.family):
+        return None, G.ROOFLINE
+    curve = tabs.curve(op.family, op.keys, op.nearest)
+    if curve is None:
+        return None, G.ROOFLINE
+    log_ratio, src = curve.log_ratio(*op.coords)
+    return pure_s * np.exp(log_ratio), src

@@ -1,0 +1,233 @@
+"""Resolved structural choices of one block (model, device, parallelism, precisions) and the
+quantities that depend on them only: which layers a pass runs, expert placement and the
+busiest rank's load, weight and activation memory per GPU."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import units
+from ..errors import SpecError
+from ..kernels import moe as kmoe
+from ..realism import Realism
+from ..specs import HardwareSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class Geom:
+    m: ModelSpec
+    hw: HardwareSpec
+    rl: Realism
+    tp: int
+    dp: int
+    ep: int
+    redundant: int
+    skew: float
+    wprec: str
+    eprec: str
+    kvprec: str
+    aprec: str
+    dispatch_b: float
+    combine_b: float
+    overlap: str
+    tier: str
+    context_cv: float = 0.0
+    popularity: tuple | None = None
+    placement_imbalance: float = 1.0
+    bins: tuple = ()
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def moe_tp(self) -> float:
+        return self.n_gpus / self.ep
+
+    @property
+    def head_precision(self) -> str:
+        """Embedding and lm_head stay in 16 bits when weights are quantized below that
+        (DeepSeek-V3 and gpt-oss keep them BF16)."""
+        return self.wprec if units.BYTES_PER_ELEMENT[self.wprec] >= 2 else "bf16"
+
+    @property
+    def kv_split(self) -> float:
+        """GPUs of a TP group over which one sequence's KV is partitioned. MLA's latent is
+        shared by all heads, so TP replicates it (hence DP attention for MLA models)."""
+        if self.m.is_mla:
+            return 1.0
+        return float(min(self.tp, self.m.n_kv_heads))
+
+
+def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Realism,
+                    popularity=None) -> Geom:
+    """Check one combination of structural choices and resolve it into a :class:`Geom`."""
+    def pos_int(key):
+        v = s[key]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise SpecError(f"{key} = {v!r} must be a positive integer")
+        return int(v)
+
+    tp, dp, ep = pos_int("tp"), pos_int("dp"), pos_int("ep")
+    if (tp * dp) % ep:
+        raise SpecError(f"ep = {ep} must divide the instance's GPUs tp x dp = {tp * dp}")
+    red = s["redundant_experts"]
+    if isinstance(red, bool) or not isinstance(red, (int, np.integer)) or red < 0:
+        raise SpecError(f"redundant_experts = {red!r} must be an integer >= 0")
+    if not m.is_moe and (ep > 1 or red > 0):
+        raise SpecError(f"model {m.name!r} is dense: ep = {ep} and redundant_experts = {red} "
+                        "apply to MoE models only (use ep = 1, redundant_experts = 0)")
+    if m.is_moe and ep > m.n_routed_experts + red:
+        raise SpecError(f"ep = {ep} exceeds the {m.n_routed_experts + red} routed experts "
+                        f"(+ redundant) of {m.name!r}")
+    skew = s["expert_skew"]
+    if skew is None:
+        skew = rl.default_expert_skew
+    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or skew < 0 or skew > 4:
+        raise SpecError(f"expert_skew = {skew!r} must be a number in [0, 4]")
+    cv = s["context_cv"]
+    if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not 0 <= cv <= 10:
+        raise SpecError(f"context_cv = {cv!r} must be a number in [0, 10]")
+    precs = set(units.PRECISIONS)
+
+    def prec(key, default):
+        v = s[key] if s[key] is not None else default
+        if v not in precs:
+            raise SpecError(f"{key} = {v!r} is not one of {sorted(precs)}")
+        return v
+
+    wp = prec("weight_precision", m.weight_precision)
+    mp = prec("moe_precision", m.expert_precision if s["weight_precision"] is None else wp)
+    kvp, ap = prec("kv_precision", "bf16"), prec("attention_precision", "bf16")
+    dpb, cpb = prec("dispatch_precision", "fp8"), prec("combine_precision", "bf16")
+    for key, p in (("weight_precision", wp), ("attention_precision", ap)) + (
+            (("moe_precision", mp),) if m.is_moe else ()):
+        if p not in hw.dense_flop_per_s:
+            listed = sorted(hw.dense_flop_per_s)
+            src = "" if s[key] is not None else f" ({m.name}'s native precision)"
+            raise SpecError(f"{key} = {p!r}{src}: {hw.name} ({hw.path}) has no dense {p} "
+                            f"tensor-core rate; it lists {listed}: pass {key} = one of them")
+    if s["overlap"] not in ("none", "two-batch"):
+        raise SpecError(f"overlap = {s['overlap']!r} is not one of ['none', 'two-batch']")
+    if s["cache_tier"] not in ("hbm", "dram", "nvme"):
+        raise SpecError(f"cache_tier = {s['cache_tier']!r} is not one of ['dram', 'hbm', 'nvme']")
+    pop = _popularity(m, popularity, float(skew))
+    imbalance, bins = (1.0, ())
+    if m.is_moe:
+        imbalance, bins = expert_placement(m.n_routed_experts, m.experts_per_token, pop, ep,
+                                           int(red))
+    return Geom(m=m, hw=hw, rl=rl, tp=tp, dp=dp, ep=ep, redundant=int(red), skew=float(skew),
+                wprec=wp, eprec=mp, kvprec=kvp, aprec=ap,
+                dispatch_b=units.BYTES_PER_ELEMENT[dpb], combine_b=units.BYTES_PER_ELEMENT[cpb],
+                overlap=s["overlap"], tier=s["cache_tier"], context_cv=float(cv),
+                popularity=None if pop is None else tuple(pop), placement_imbalance=imbalance,
+                bins=bins)
+
+
+def _popularity(m: ModelSpec, popularity, skew: float) -> np.ndarray | None:
+    if not m.is_moe:
+        return None
+    if popularity is None:
+        p = kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=skew)
+        what = f"expert_skew = {skew:g}"
+    else:
+        p = np.asarray(popularity, dtype=float)
+        if (p.shape != (m.n_routed_experts,) or np.any(~np.isfinite(p)) or np.any(p < 0)
+                or p.sum() <= 0):
+            raise SpecError(f"expert_popularity must be {m.n_routed_experts} non-negative shares "
+                            f"(one per routed expert of {m.name!r}); got shape {p.shape}")
+        p = p / p.sum()
+        what = "expert_popularity"
+    top = p.max() * m.experts_per_token
+    if top > 1.0 + 1e-9:
+        raise SpecError(f"{what} gives the most popular expert {top:.2f}x all tokens (share "
+                        f"{p.max():.3f} x top-{m.experts_per_token}); a token picks an expert at "
+                        f"most once, so each share must be <= 1/{m.experts_per_token}")
+    return p
+
+
+_PLACEMENT_CACHE: dict[tuple, tuple[float, tuple]] = {}
+
+
+def expert_placement(n_experts: int, top_k: int, pop, ep: int, redundant: int,
+                     n_bins: int = 8) -> tuple[float, tuple]:
+    """The busiest EP rank's routed load over the mean (placement only; routing noise is
+    separate), and replica hit-probability bins (m_j replicas each chosen by a token with
+    probability q_j) for the expected-distinct-experts term. EPLB-style balanced placement
+    when redundant experts exist, else placement by expert id."""
+    key = (n_experts, top_k, tuple(pop), ep, redundant, n_bins)
+    if key in _PLACEMENT_CACHE:
+        return _PLACEMENT_CACHE[key]
+    imbalance = kmoe.rank_load_imbalance(popularity=pop, n_ranks=ep, n_redundant=redundant,
+                                         balanced=redundant > 0)
+    replicas = kmoe.replica_counts(popularity=pop, n_redundant=redundant)
+    q = np.sort(np.repeat(top_k * pop / replicas, replicas))
+    if np.ptp(q) <= 1e-12 * q.max():
+        bins = ((float(q.size), float(q[0])),)
+    else:
+        bins = tuple((float(c.size), float(c.mean()))
+                     for c in np.array_split(q, min(n_bins, q.size)) if c.size)
+    _PLACEMENT_CACHE[key] = (imbalance, bins)
+    return imbalance, bins
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Which layers a pass runs: the main model, or one MTP draft module."""
+
+    n_total: int
+    n_window: int
+    n_dense_ffn: int
+    n_moe: int
+    dense_path_params: float
+    logits: bool = True
+
+
+def main_layers(m: ModelSpec) -> Layers:
+    return Layers(m.n_layers, m.n_sliding_window_layers, m.n_dense_layers, m.n_moe_layers,
+                  m.n_dense_path_params)
+
+
+def mtp_layers(m: ModelSpec) -> Layers:
+    """One MTP module: one transformer layer of the model's MoE (or dense) kind plus the
+    2h -> h projection; embedding and head are shared (DeepSeek-V3 report sec. 2.2)."""
+    moe = 1 if m.is_moe else 0
+    params = (m.n_attention_params_per_layer + m.n_norm_params_per_layer
+              + (m.n_router_params_per_layer + m.n_shared_experts * m.n_expert_params if moe
+                 else m.n_dense_ffn_params_per_layer)
+              + 2.0 * m.hidden_size ** 2 + 3.0 * m.hidden_size)
+    return Layers(1, 0, 1 - moe, moe, params)
+
+
+def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:
+    m = g.m
+    wb = units.BYTES_PER_ELEMENT[g.wprec]
+    eb = units.BYTES_PER_ELEMENT[g.eprec]
+    hb = units.BYTES_PER_ELEMENT[g.head_precision]
+    dense = m.n_dense_path_params * wb / g.tp
+    heads = (m.n_embedding_params + m.n_lm_head_params) * hb / g.tp
+    experts = 0.0
+    if m.is_moe:
+        slots = math.ceil((m.n_routed_experts + g.redundant) / g.ep)
+        experts = m.n_moe_layers * slots * m.n_expert_params * eb / g.moe_tp
+    mtp = 0.0
+    if with_mtp and m.n_mtp_modules:
+        L = mtp_layers(m)
+        mtp = L.dense_path_params * wb / g.tp
+        if m.is_moe:
+            mtp += math.ceil(m.n_routed_experts / g.ep) * m.n_expert_params * eb / g.moe_tp
+    return dense + heads + experts + mtp
+
+
+def activation_bytes_per_token(g: Geom) -> float:
+    """Working memory per in-flight token: FP32 logits of the vocabulary shard plus BF16
+    buffers of one layer (residual, normed input, attention output, FFN intermediate).
+    An estimate of the engine's activation pool; see docs/MODEL.md."""
+    m = g.m
+    inter = max(m.dense_intermediate_size,
+                m.expert_intermediate_size * max(m.experts_per_token, 1)) / g.tp
+    return 4.0 * m.vocab_size / g.tp + 2.0 * (4.0 * m.hidden_size + 2.0 * inter)

@@ -1,0 +1,131 @@
+"""Log-space grids of measured-over-roofline ratios, and their vectorized interpolation.
+
+A measured kernel table becomes, per group of fixed keys (dtype, head counts, EP degree...),
+a rectangular grid over its shape axes (m, n, k; batch, KV length; tokens) of
+``ln(t_measured / t_roofline)``, with the axes in ``ln`` of the shape. Missing cells are
+filled along each axis by the same linear-in-log interpolation used between cells. Outside
+the measured range the value is held at the edge (the nearest measured shape) and the point
+is flagged as extrapolated.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Where an op's time came from; stored as small integers, labelled in the Dataset.
+SOURCES = ("roofline", "extrapolated", "interpolated", "measured")
+ROOFLINE, EXTRAPOLATED, INTERPOLATED, MEASURED = range(4)
+
+_ON_NODE = 1e-9
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Values on a rectangular grid. ``axes``: ln of each axis' coordinates (ascending);
+    ``values``: ln(measured / roofline), shape = the axis lengths, no NaN."""
+
+    axes: tuple[np.ndarray, ...]
+    values: np.ndarray
+
+
+def grid_from_rows(coords: list[np.ndarray], values: np.ndarray) -> Grid:
+    """Rectangular grid from scattered rows (coordinates > 0, one value per row); duplicate
+    cells keep the smallest value; missing cells are filled by :func:`fill_missing`."""
+    axes, index = [], []
+    for c in coords:
+        u, inv = np.unique(np.asarray(c, dtype=float), return_inverse=True)
+        axes.append(np.log(u))
+        index.append(inv)
+    grid = np.full([a.size for a in axes], np.inf)
+    np.minimum.at(grid, tuple(index), np.asarray(values, dtype=float))
+    grid[np.isinf(grid)] = np.nan
+    return Grid(tuple(axes), fill_missing(tuple(axes), grid))
+
+
+def monotone(grid: Grid) -> Grid:
+    """Running maximum along every axis: a kernel given more work (larger m, n, k, batch,
+    context, tokens, message) is never faster. Removes measurement noise and kernel-choice
+    dips from a latency grid so predicted times never fall as a shape grows."""
+    v = grid.values
+    for ax in range(v.ndim):
+        v = np.maximum.accumulate(v, axis=ax)
+    return Grid(grid.axes, v)
+
+
+def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
+    """Fill NaN cells by linear interpolation in log space along one axis after another
+    (held constant beyond the last measured cell of a line)."""
+    out = grid.copy()
+    for _ in range(len(axes)):
+        if not np.isnan(out).any():
+            break
+        for ax, coord in enumerate(axes):
+            moved = np.moveaxis(out, ax, -1)
+            lines = moved.reshape(-1, coord.size)
+            for line in lines:
+                bad = np.isnan(line)
+                if bad.any() and not bad.all():
+                    line[bad] = np.interp(coord[bad], coord[~bad], line[~bad])
+            out = np.moveaxis(lines.reshape(moved.shape), -1, ax)
+    if np.isnan(out).any():                      # an all-empty slice: the grid's median
+        out[np.isnan(out)] = np.nanmedian(out)
+    return out
+
+
+def _locate(axis: np.ndarray, x):
+    """Lower cell index, weight of the upper neighbour, clamped flag, on-node flag."""
+    x = np.asarray(x, dtype=float)
+    if axis.size == 1:
+        zero = np.zeros(x.shape, dtype=np.intp)
+        off = np.abs(x - axis[0]) > _ON_NODE
+        return zero, np.zeros(x.shape), off, ~off
+    xc = np.clip(x, axis[0], axis[-1])
+    clamped = (x < axis[0] - _ON_NODE) | (x > axis[-1] + _ON_NODE)
+    i = np.clip(np.searchsorted(axis, xc, side="right") - 1, 0, axis.size - 2)
+    w = (xc - axis[i]) / (axis[i + 1] - axis[i])
+    on = (np.abs(xc - axis[i]) <= _ON_NODE) | (np.abs(xc - axis[i + 1]) <= _ON_NODE)
+    return i, w, clamped, on & ~clamped
+
+
+def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
+    """Multilinear interpolation of ``grid`` at ln-coordinates ``log_points`` (one array per
+    axis, broadcastable). Returns the values and a source code per point
+    (:data:`MEASURED` on a grid node, :data:`INTERPOLATED` inside, :data:`EXTRAPOLATED`
+    where any coordinate was clamped to the measured range)."""
+    pts = np.broadcast_arrays(*[np.asarray(p, dtype=float) for p in log_points])
+    locs = [_locate(a, p) for a, p in zip(grid.axes, pts)]
+    out = np.zeros(pts[0].shape if pts else ())
+    for corner in itertools.product((0, 1), repeat=len(locs)):
+        weight = 1.0
+        idx = []
+        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
+            weight = weight * (w if c else 1.0 - w)
+            idx.append(np.minimum(i + c, axis.size - 1))
+        out = out + weight * grid.values[tuple(idx)]
+    clamped = np.zeros(out.shape, dtype=bool)
+    on_node = np.ones(out.shape, dtype=bool)
+    for _, _, cl, on in locs:
+        clamped |= cl
+        on_node &= on
+    source = np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED))
+    return out, source.astype(np.int8)
+
+
+def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
+    """Fix some axes (index -> ln value): a lower-dimensional grid over the others, and the
+    worst source code of the fixing (EXTRAPOLATED if a fixed value lies outside)."""
+    keep = [i for i in range(len(grid.axes)) if i not in fixed]
+    mesh = np.meshgrid(*[grid.axes[i] for i in keep], indexing="ij")
+    pts = []
+    it = iter(mesh)
+    for i in range(len(grid.axes)):
+        pts.append(np.full(mesh[0].shape if mesh else (), fixed[i]) if i in fixed else next(it))
+    vals, _ = interpolate(grid, pts)
+    fixed_src = MEASURED
+    for i, v in fixed.items():
+        _, _, cl, on = _locate(grid.axes[i], np.asarray(v))
+        fixed_src = min(fixed_src, EXTRAPOLATED if cl else (MEASURED if on else INTERPOLATED))
+    return Grid(tuple(grid.axes[i] for i in keep), vals), fixed_src

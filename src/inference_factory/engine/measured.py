@@ -1,0 +1,353 @@
+"""Measured kernel tables (``hardware/measured/<device>/<family>.csv``) as efficiency curves.
+
+Each table row is one kernel NVIDIA measured on a real GPU (AIConfigurator 0.12.0, extracted
+by ``calibration/extract_aiconfigurator.py``). Per row we compute the pure roofline of the
+same shape on the table's device with the same work formulas the op graph uses
+(:mod:`inference_factory.kernels.ops`), and keep ``ln(t_measured / t_roofline)``. An op is
+then costed as its own pure roofline times that ratio, interpolated in log space over the
+shape (:mod:`.grid`): exact at a measured shape, the nearest measured shape's efficiency and
+floor outside the table, and usable on a sibling device with the same silicon (H800 = H100).
+
+A family groups rows by keys that must match exactly (dtype, op) and keys matched to the
+nearest measured value in log space (head counts, expert shapes, EP degree); the remaining
+columns are interpolation axes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import units
+from ..kernels import attention as katt
+from ..kernels import moe as kmoe
+from ..kernels import ops as kops
+from ..specs import HardwareSpec, data_dir, load_hardware
+from . import grid as G
+
+#: dtype names of the tables -> (our precision for the peak, bytes per element)
+DTYPES = {"bf16": ("bf16", 2.0), "fp8": ("fp8", 1.0), "fp8_block": ("fp8", 1.0),
+          "nvfp4": ("fp4", units.BYTES_PER_ELEMENT["fp4"])}
+
+#: DeepSeek-V3 MLA dimensions: the shapes AIConfigurator's MLA tables were collected at
+#: (models/DeepSeek-V3.toml); a model with other MLA dims takes these tables' efficiency.
+MLA_NOPE, MLA_ROPE, MLA_LATENT, MLA_V = 128, 64, 512, 128
+
+
+def _peak(hw: HardwareSpec, prec: str) -> float:
+    return hw.dense_flop_per_s.get(prec) or hw.dense_flop_per_s.get("bf16")
+
+
+def _dt(col):
+    return [DTYPES.get(d, ("bf16", 2.0)) for d in col]
+
+
+# ---- pure roofline of a table row (same formulas as the op graph) ---------------------------
+
+def gemm_roofline_s(hw, dtype, m, n, k):
+    prec, b = DTYPES.get(dtype, ("bf16", 2.0))
+    return kops.pure_roofline_s(
+        flop=kops.gemm_flop(m=m, n=n, k=k),
+        bytes_moved=kops.gemm_bytes(m=m, n=n, k=k, input_bytes=b, weight_bytes=b, output_bytes=2.0),
+        peak_flop_per_s=_peak(hw, prec), peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
+
+
+def bmm_roofline_s(hw, dtype, tokens, heads, k, n):
+    """One absorbed MLA batched GEMM: per head [tokens x k] x [k x n]."""
+    prec, b = DTYPES.get(dtype, ("bf16", 2.0))
+    return kops.pure_roofline_s(
+        flop=heads * kops.gemm_flop(m=tokens, n=n, k=k),
+        bytes_moved=heads * kops.gemm_bytes(m=tokens, n=n, k=k, input_bytes=2.0, weight_bytes=b,
+                                            output_bytes=2.0),
+        peak_flop_per_s=_peak(hw, prec), peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
+
+
+def attention_roofline_s(hw, *, flop, kv_bytes, io_bytes):
+    """Attention kernel: score and value FLOPs at the BF16 peak; KV read plus Q/O traffic."""
+    return kops.pure_roofline_s(flop=flop, bytes_moved=kv_bytes + io_bytes,
+                                peak_flop_per_s=_peak(hw, "bf16"),
+                                peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
+
+
+def mla_decode_roofline_s(hw, kv_dtype, heads, batch, kv_len, q_tokens=1.0):
+    b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
+    kv_tok = MLA_LATENT * b + MLA_ROPE * max(b, 2.0)
+    pos = katt.causal_attended_positions(new_tokens=q_tokens, cached_tokens=kv_len - q_tokens)
+    flop = batch * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
+                                               kv_lora_rank=MLA_LATENT, qk_rope_head_dim=MLA_ROPE)
+    io = batch * q_tokens * heads * (2 * MLA_LATENT + MLA_ROPE) * 2.0
+    return attention_roofline_s(hw, flop=flop, kv_bytes=batch * kv_len * kv_tok, io_bytes=io)
+
+
+def mla_prefill_roofline_s(hw, kv_dtype, heads, batch, isl, cached=0.0):
+    pos = katt.causal_attended_positions(new_tokens=isl, cached_tokens=cached)
+    flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
+                                            head_dim_qk=MLA_NOPE + MLA_ROPE, head_dim_v=MLA_V)
+    io = batch * (isl + cached) * heads * 2.0 * (MLA_NOPE + MLA_ROPE + MLA_V)
+    io = io + batch * isl * heads * 2.0 * (MLA_NOPE + MLA_ROPE + MLA_V)
+    return attention_roofline_s(hw, flop=flop, kv_bytes=0.0, io_bytes=io)
+
+
+def gqa_decode_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, kv_len, q_tokens=1.0):
+    b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
+    pos = katt.causal_attended_positions(new_tokens=q_tokens, cached_tokens=kv_len - q_tokens)
+    flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
+                                            head_dim_qk=head_dim, head_dim_v=head_dim)
+    kv = batch * kv_len * 2.0 * kv_heads * head_dim * b
+    io = batch * q_tokens * 2.0 * heads * head_dim * 2.0
+    return attention_roofline_s(hw, flop=flop, kv_bytes=kv, io_bytes=io)
+
+
+def gqa_prefill_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, isl, cached=0.0):
+    b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
+    pos = katt.causal_attended_positions(new_tokens=isl, cached_tokens=cached)
+    flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
+                                            head_dim_qk=head_dim, head_dim_v=head_dim)
+    kv = batch * (isl + cached) * 2.0 * kv_heads * head_dim * b
+    io = batch * isl * 2.0 * heads * head_dim * 2.0
+    return attention_roofline_s(hw, flop=flop, kv_bytes=kv, io_bytes=io)
+
+
+def moe_roofline_s(hw, dtype, tokens, hidden, inter, topk, experts, moe_tp, moe_ep,
+                   load_factor=1.0):
+    """Grouped expert GEMM of one EP rank: ``tokens`` enter the EP group; the rank computes
+    its mean share of the token-expert pairs (times ``load_factor`` for the busiest rank)
+    and reads the weights of its distinct experts hit."""
+    prec, b = DTYPES.get(dtype, ("bf16", 2.0))
+    routed = tokens * topk / moe_ep * load_factor
+    distinct = kmoe.expected_distinct_experts(n_experts=experts, experts_per_token=topk,
+                                              tokens=tokens) / moe_ep
+    inter_shard = inter / moe_tp
+    return kops.pure_roofline_s(
+        flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=hidden,
+                                      intermediate_size=inter_shard),
+        bytes_moved=kops.grouped_expert_bytes(distinct_experts=distinct, routed_tokens=routed,
+                                              hidden_size=hidden, intermediate_size=inter_shard,
+                                              weight_bytes=b, act_bytes=2.0),
+        peak_flop_per_s=_peak(hw, prec), peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
+
+
+def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem):
+    """EP dispatch or combine inside one NVLink domain: each token goes to the ranks of its
+    top-k experts, (ep - 1)/ep of them remote, at the scale-up link's peak."""
+    nbytes = tokens_per_rank * topk * (ep - 1.0) / ep * hidden * bytes_per_elem
+    return nbytes / hw.scale_up_bw_bytes_per_s
+
+
+def allreduce_roofline_s(hw, message_bytes, n_gpus):
+    """Ring all-reduce bandwidth term at the scale-up peak: 2 (n-1)/n M / W."""
+    return 2.0 * (n_gpus - 1.0) / n_gpus * message_bytes / hw.scale_up_bw_bytes_per_s
+
+
+# ---- families -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    exact: tuple[str, ...]       # group keys matched exactly
+    nearest: tuple[str, ...]     # numeric group keys matched to the nearest measured value
+    axes: tuple[str, ...]        # interpolation axes
+    value: str                   # latency column (us)
+    roofline: Callable           # (hw, row columns as a dict of arrays) -> seconds
+
+
+def _col(d, k):
+    return np.asarray(d[k], dtype=float)
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us",
+           lambda hw, d: np.array([gemm_roofline_s(hw, t, m, n, k) for t, m, n, k in
+                                   zip(d["dtype"], _col(d, "m"), _col(d, "n"), _col(d, "k"))])),
+    Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us",
+           lambda hw, d: np.array([bmm_roofline_s(hw, t, n, h, MLA_NOPE, MLA_LATENT) for t, n, h in
+                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "num_heads"))])),
+    Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us",
+           lambda hw, d: np.array([bmm_roofline_s(hw, t, n, h, MLA_LATENT, MLA_V) for t, n, h in
+                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "num_heads"))])),
+    Family("mla_decode", ("kv_dtype",), ("num_heads",), ("batch_size", "kv_len"), "latency_us",
+           lambda hw, d: np.array([mla_decode_roofline_s(hw, t, h, b, L) for t, h, b, L in
+                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "batch_size"),
+                                       _col(d, "kv_len"))])),
+    Family("mla_prefill", ("kv_dtype",), ("num_heads",), ("batch_size", "isl"), "latency_us",
+           lambda hw, d: np.array([mla_prefill_roofline_s(hw, t, h, b, s) for t, h, b, s in
+                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "batch_size"),
+                                       _col(d, "isl"))])),
+    Family("attention_decode", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
+           ("batch_size", "kv_len"), "latency_us",
+           lambda hw, d: np.array([gqa_decode_roofline_s(hw, t, h, kh, hd, b, L)
+                                   for t, h, kh, hd, b, L in
+                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "num_kv_heads"),
+                                       _col(d, "head_dim"), _col(d, "batch_size"),
+                                       _col(d, "kv_len"))])),
+    Family("attention_prefill", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
+           ("batch_size", "isl"), "latency_us",
+           lambda hw, d: np.array([gqa_prefill_roofline_s(hw, t, h, kh, hd, b, s)
+                                   for t, h, kh, hd, b, s in
+                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "num_kv_heads"),
+                                       _col(d, "head_dim"), _col(d, "batch_size"),
+                                       _col(d, "isl"))])),
+    Family("moe", ("dtype",), ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp",
+                               "moe_ep"), ("num_tokens",), "latency_us",
+           lambda hw, d: np.array([moe_roofline_s(hw, t, n, h, i, k, e, tp, ep) for
+                                   t, n, h, i, k, e, tp, ep in
+                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "hidden_size"),
+                                       _col(d, "inter_size"), _col(d, "topk"), _col(d, "num_experts"),
+                                       _col(d, "moe_tp"), _col(d, "moe_ep"))])),
+    Family("moe_wideep", ("phase", "dtype"), ("hidden_size", "inter_size", "topk", "num_experts",
+                                              "moe_ep"), ("num_tokens",), "latency_us",
+           lambda hw, d: np.array([moe_roofline_s(hw, t, n, h, i, k, e, 1.0, ep) for
+                                   t, n, h, i, k, e, ep in
+                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "hidden_size"),
+                                       _col(d, "inter_size"), _col(d, "topk"), _col(d, "num_experts"),
+                                       _col(d, "moe_ep"))])),
+    Family("dispatch_ll", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
+           "dispatch_us",
+           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
+                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 1.0)),
+    Family("combine_ll", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
+           "combine_us",
+           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
+                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 2.0)),
+    Family("dispatch_normal", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
+           "dispatch_us",
+           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
+                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 1.0)),
+    Family("combine_normal", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
+           "combine_us",
+           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
+                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 2.0)),
+    Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
+           lambda hw, d: allreduce_roofline_s(hw, _col(d, "message_bytes"), _col(d, "num_gpus"))),
+)}
+
+#: family -> (csv file, row filter) ; several families may read one file
+_FILES = {
+    "gemm": ("gemm.csv", None),
+    "mla_bmm_pre": ("mla_bmm.csv", ("op", "pre")),
+    "mla_bmm_post": ("mla_bmm.csv", ("op", "post")),
+    "mla_decode": ("mla_decode.csv", None),
+    "mla_prefill": ("mla_prefill.csv", None),
+    "attention_decode": ("attention_decode.csv", None),
+    "attention_prefill": ("attention_prefill.csv", None),
+    "moe": ("moe.csv", ("distribution", "uniform")),
+    "moe_wideep": ("moe_wideep.csv", ("distribution", "uniform")),
+    "dispatch_ll": ("deepep_ll.csv", ("node_num", 1)),
+    "combine_ll": ("deepep_ll.csv", ("node_num", 1)),
+    "dispatch_normal": ("deepep_normal.csv", ("node_num", 1)),
+    "combine_normal": ("deepep_normal.csv", ("node_num", 1)),
+    "allreduce": ("allreduce.csv", None),
+}
+
+
+# ---- per-device tables ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Curve:
+    """One group's efficiency over its interpolation axes, for fixed keys."""
+
+    grid: G.Grid
+    group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
+
+    def log_ratio(self, *coords):
+        """ln(measured / roofline) at shape coordinates (not logs) and a source code each."""
+        logs = [np.log(np.maximum(np.asarray(c, dtype=float), 1e-30)) for c in coords]
+        vals, src = G.interpolate(self.grid, logs)
+        return vals, np.minimum(src, self.group_source).astype(np.int8)
+
+
+class DeviceTables:
+    """The measured tables of one device folder, reduced to efficiency grids on demand."""
+
+    def __init__(self, folder: Path, hw: HardwareSpec):
+        self.folder, self.hw = folder, hw
+        self._frames: dict[str, object] = {}
+        self._groups: dict[tuple, tuple] = {}
+        self._curves: dict[tuple, Curve | None] = {}
+
+    def kernel_floor_s(self) -> float:
+        """Fixed cost of one small kernel on this device: the fastest GEMM measured
+        (launch and tail of a kernel that does almost no work, CUDA graphs on)."""
+        if not hasattr(self, "_floor"):
+            df = self.rows("gemm")
+            self._floor = float(df[FAMILIES["gemm"].value].min()) * units.US
+        return self._floor
+
+    def has(self, family: str) -> bool:
+        return (self.folder / _FILES[family][0]).is_file()
+
+    def rows(self, family: str):
+        """The family's rows with ``log_ratio`` = ln(measured / roofline) added."""
+        if family not in self._frames:
+            import pandas as pd
+
+            fname, filt = _FILES[family]
+            df = pd.read_csv(self.folder / fname, comment="#")
+            if filt is not None and filt[0] in df.columns:
+                df = df[df[filt[0]] == filt[1]]
+            fam = FAMILIES[family]
+            df = df[np.isfinite(df[fam.value]) & (df[fam.value] > 0)].reset_index(drop=True)
+            roof = np.asarray(fam.roofline(self.hw, {c: df[c].to_numpy() for c in df.columns}))
+            df = df.assign(log_ratio=np.log(df[fam.value].to_numpy() * units.US / roof))
+            self._frames[family] = df
+        return self._frames[family]
+
+    def curve(self, family: str, exact: dict, nearest: dict, fixed_axes: dict | None = None):
+        """Efficiency curve of ``family`` for the given keys; ``fixed_axes`` (axis -> value)
+        are interpolated out. None where the table lacks the exact keys."""
+        fixed_axes = fixed_axes or {}
+        key = (family, tuple(sorted(exact.items())), tuple(sorted(nearest.items())),
+               tuple(sorted(fixed_axes.items())))
+        if key in self._curves:
+            return self._curves[key]
+        fam = FAMILIES[family]
+        df = self.rows(family)
+        for k, v in exact.items():
+            df = df[df[k].astype(str) == str(v)]
+        curve = None
+        if len(df):
+            src = G.MEASURED
+            if fam.nearest:
+                cand = df[list(fam.nearest)].drop_duplicates().to_numpy(dtype=float)
+                want = np.array([float(nearest[k]) for k in fam.nearest])
+                dist = np.abs(np.log(cand) - np.log(want)).sum(axis=1)
+                best = cand[int(np.argmin(dist))]
+                if dist.min() > 1e-9:
+                    src = G.EXTRAPOLATED
+                mask = np.ones(len(df), dtype=bool)
+                for k, v in zip(fam.nearest, best):
+                    mask &= np.isclose(df[k].to_numpy(dtype=float), v)
+                df = df[mask]
+            coords = [df[a].to_numpy(dtype=float) for a in fam.axes]
+            log_lat = np.log(df[fam.value].to_numpy(dtype=float) * units.US)
+            lat = G.monotone(G.grid_from_rows(coords, log_lat))
+            roof = G.grid_from_rows(coords, log_lat - df["log_ratio"].to_numpy())
+            grid = G.Grid(lat.axes, lat.values - roof.values)
+            if fixed_axes:
+                idx = {fam.axes.index(a): math.log(v) for a, v in fixed_axes.items()}
+                grid, fsrc = G.reduce(grid, idx)
+                src = min(src, fsrc)
+            curve = Curve(grid, src)
+        self._curves[key] = curve
+        return curve
+
+
+_DEVICES: dict[str, DeviceTables | None] = {}
+
+
+def tables_for(hw: HardwareSpec) -> DeviceTables | None:
+    """Measured tables for ``hw``: its own folder, or the sibling its spec names
+    (``[measured] kernel_tables``); None for a device without any (e.g. the MI series)."""
+    name = hw.kernel_tables or hw.name
+    if name not in _DEVICES:
+        folder = data_dir("hardware") / "measured" / name
+        if folder.is_dir():
+            table_hw = hw if name == hw.name else load_hardware(name)
+            _DEVICES[name] = DeviceTables(folder, table_hw)
+        else:
+            _DEVICES[name] = None
+    return _DEVICES[name]

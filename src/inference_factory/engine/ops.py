@@ -1,0 +1,263 @@
+"""One layer as a list of named operations.
+
+:func:`layer_ops` describes one forward pass of a model (main layers or one MTP module) on
+one GPU as operations: each with its FLOPs and HBM bytes per call (vectorized over the grid),
+its shape (for the measured tables), the stream it runs on (compute or communication), its
+stage in the two-micro-batch pipeline, and how many times a pass calls it (layers). Costing
+is :mod:`.cost`; the schedule that combines costs into a step is :mod:`.schedule`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import units
+from ..kernels import attention as katt
+from ..kernels import ops as kops
+from .geometry import Geom, Layers
+
+
+@dataclass
+class Op:
+    """One operation of a pass. ``flop``/``hbm_bytes`` are per call and per micro-batch."""
+
+    name: str
+    stream: str                  # "compute" | "comm"
+    stage: str                   # pipeline stage: attn0, attn1, shared, mlp, dispatch, combine,
+    #                              tp_attn, tp_ffn, head
+    count: float                 # calls per pass
+    flop: Any = 0.0
+    hbm_bytes: Any = 0.0
+    precision: str = "bf16"      # tensor-core rate of the roofline
+    rate: str = "gemm"           # realism class of the roofline: gemm | attention | moe | other
+    m_tokens: Any = 1.0          # GEMM M (small-M tile efficiency of the roofline model)
+    family: str = ""             # measured-table family ("" = roofline only)
+    keys: dict = field(default_factory=dict)     # exact keys of the family
+    nearest: dict = field(default_factory=dict)  # nearest-matched keys
+    fixed: dict = field(default_factory=dict)    # axes fixed for this block
+    coords: tuple = ()           # varying axes (arrays), in the family's axis order
+    pure_s: Any = None           # pure roofline of the op's shape (same formula as the table)
+    comm: dict = field(default_factory=dict)     # comm ops: parameters of the link model
+
+
+def gemm_dtype(prec: str, native: str) -> str:
+    """Measured-table dtype of a GEMM: FP8 weights that ship in FP8 use DeepSeek's 128-block
+    scaling (DeepGEMM, ``fp8_block``); FP8 quantised from 16 bits uses per-tensor scales."""
+    if prec == "fp8":
+        return "fp8_block" if native == "fp8" else "fp8"
+    if prec == "fp4":
+        return "nvfp4"
+    return "bf16"
+
+
+def _gemm(g: Geom, name, stage, count, m, n, k, prec):
+    from .measured import gemm_roofline_s
+
+    dtype = gemm_dtype(prec, g.m.weight_precision)
+    b = units.BYTES_PER_ELEMENT[prec]
+    # HBM traffic is accounted as the weights (the hand roofline's convention: activations
+    # of a GEMM are small next to its weights in decode, and prefill is compute-bound); the
+    # measured-table reference roofline (pure_s) also counts activations, see kernels.ops
+    return Op(name, "compute", stage, count,
+              flop=kops.gemm_flop(m=m, n=n, k=k),
+              hbm_bytes=kops.gemm_bytes(m=m, n=n, k=k, input_bytes=0.0, weight_bytes=b,
+                                        output_bytes=0.0),
+              precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
+              fixed={"n": float(n), "k": float(k)}, coords=(m,),
+              pure_s=gemm_roofline_s(g.hw, dtype, m, n, k))
+
+
+def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
+              logit_tokens_per_seq, phase: str) -> list[Op]:
+    """Operations of one pass of ``seqs`` sequences (per attention-DP rank and micro-batch)
+    each adding ``new_tokens`` after ``cached_tokens``; decode reads ``kv_len`` tokens of KV."""
+    from . import measured as M
+
+    m, hw = g.m, g.hw
+    tp = g.tp
+    T = seqs * new_tokens                    # tokens per DP rank and micro-batch
+    h = m.hidden_size
+    wp, hp = g.wprec, g.head_precision
+    heads = m.n_q_heads / tp
+    n_full = L.n_total - L.n_window
+    kv_dtype = "fp8" if g.kvprec in ("fp8", "fp4") else "bf16"
+    ops: list[Op] = []
+
+    # ---- attention block ------------------------------------------------------------------
+    if m.is_mla:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        fused_n = (m.q_lora_rank or m.n_q_heads * qk) + m.kv_lora_rank + m.qk_rope_head_dim
+        ops.append(_gemm(g, "q_a_kv_a", "attn0", L.n_total, T, fused_n / tp, h, wp))
+        if m.q_lora_rank:
+            ops.append(_gemm(g, "q_b", "attn0", L.n_total, T, heads * qk, m.q_lora_rank, wp))
+        if phase == "decode":
+            bdt = "fp8" if wp == "fp8" else "bf16"
+            for name, k_dim, n_dim, fam, stage in (
+                    ("w_uk", m.qk_nope_head_dim, m.kv_lora_rank, "mla_bmm_pre", "attn0"),
+                    ("w_uv", m.kv_lora_rank, m.head_dim_v, "mla_bmm_post", "attn1")):
+                wb = units.BYTES_PER_ELEMENT[bdt]
+                ops.append(Op(name, "compute", stage, L.n_total,
+                              flop=heads * kops.gemm_flop(m=T, n=n_dim, k=k_dim),
+                              hbm_bytes=heads * kops.gemm_bytes(m=T, n=n_dim, k=k_dim,
+                                                                input_bytes=0.0, weight_bytes=wb,
+                                                                output_bytes=0.0),
+                              precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
+                              fixed={"num_heads": heads}, coords=(T,),
+                              pure_s=M.bmm_roofline_s(hw, bdt, T, heads, k_dim, n_dim)))
+            pos = katt.causal_attended_positions(new_tokens=new_tokens,
+                                                 cached_tokens=cached_tokens)
+            flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
+                                                      kv_lora_rank=m.kv_lora_rank,
+                                                      qk_rope_head_dim=m.qk_rope_head_dim)
+            kvb = seqs * kv_len * m.kv_bytes_per_token_per_layer(g.kvprec)
+            ops.append(Op("attention", "compute", "attn1", n_full, flop=flop,
+                          hbm_bytes=kvb + T * m.kv_bytes_per_token_per_layer(g.kvprec),
+                          precision=g.aprec, rate="attention", family="mla_decode",
+                          keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
+                          coords=(seqs, kv_len),
+                          pure_s=M.mla_decode_roofline_s(hw, kv_dtype, heads, seqs, kv_len,
+                                                         new_tokens)))
+        else:
+            prefix = seqs * cached_tokens
+            ops.append(_gemm(g, "kv_b", "attn0", L.n_total, T + prefix,
+                             heads * (m.qk_nope_head_dim + m.head_dim_v), m.kv_lora_rank, wp))
+            pos = katt.causal_attended_positions(new_tokens=new_tokens,
+                                                 cached_tokens=cached_tokens)
+            flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
+                                                   head_dim_qk=m.head_dim_qk,
+                                                   head_dim_v=m.head_dim_v)
+            write = T * m.kv_bytes_per_token_per_layer(g.kvprec)
+            ops.append(Op("attention", "compute", "attn1", n_full, flop=flop, hbm_bytes=write,
+                          precision=g.aprec, rate="attention", family="mla_prefill",
+                          keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
+                          coords=(seqs, new_tokens),
+                          pure_s=M.mla_prefill_roofline_s(hw, kv_dtype, heads, seqs, new_tokens,
+                                                          cached_tokens)))
+        ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, heads * m.head_dim_v, wp))
+    else:
+        d = m.head_dim_qk
+        kvh = max(m.n_kv_heads / tp, 1.0)
+        qkv_n = (m.n_q_heads * m.head_dim_qk + m.n_kv_heads * (m.head_dim_qk + m.head_dim_v)) / tp
+        ops.append(_gemm(g, "qkv", "attn0", L.n_total, T, qkv_n, h, wp))
+        kvb_layer = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
+        for name, count, window in (("attention", n_full, None),
+                                    ("attention_window", L.n_window, m.sliding_window_tokens)):
+            if not count:
+                continue
+            if phase == "decode":
+                ctx = kv_len if window is None else np.minimum(kv_len, window)
+                pos = (katt.causal_attended_positions(new_tokens=new_tokens,
+                                                      cached_tokens=cached_tokens)
+                       if window is None else katt.windowed_attended_positions(
+                           new_tokens=new_tokens, cached_tokens=cached_tokens,
+                           window_tokens=window))
+                fam, coords = "attention_decode", (seqs, ctx)
+                pure = M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, seqs, ctx, new_tokens)
+                nbytes = seqs * ctx * kvb_layer + T * kvb_layer
+            else:
+                ctx = cached_tokens if window is None else np.minimum(cached_tokens, window)
+                pos = (katt.causal_attended_positions(new_tokens=new_tokens, cached_tokens=cached_tokens)
+                       if window is None else katt.windowed_attended_positions(
+                           new_tokens=new_tokens, cached_tokens=cached_tokens,
+                           window_tokens=window))
+                fam, coords = "attention_prefill", (seqs, new_tokens)
+                pure = M.gqa_prefill_roofline_s(hw, kv_dtype, heads, kvh, d, seqs, new_tokens, ctx)
+                nbytes = T * kvb_layer + seqs * ctx * kvb_layer
+            flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
+                                                   head_dim_qk=m.head_dim_qk,
+                                                   head_dim_v=m.head_dim_v)
+            ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
+                          precision=g.aprec, rate="attention", family=fam,
+                          keys={"kv_dtype": kv_dtype, "head_dim": d},
+                          nearest={"num_heads": heads, "num_kv_heads": kvh},
+                          coords=coords, pure_s=pure))
+        ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, m.n_q_heads * m.head_dim_v / tp, wp))
+
+    # ---- feed-forward -------------------------------------------------------------------------
+    if L.n_dense_ffn:
+        i = m.dense_intermediate_size / tp
+        ops.append(_gemm(g, "ffn_gate_up", "shared", L.n_dense_ffn, T, 2 * i, h, wp))
+        ops.append(_gemm(g, "ffn_down", "shared", L.n_dense_ffn, T, h, i, wp))
+    if m.is_moe and L.n_moe:
+        ops.append(_gemm(g, "router", "attn1", L.n_moe, T, m.n_routed_experts, h, "bf16"))
+        if m.n_shared_experts:
+            i = m.n_shared_experts * m.expert_intermediate_size / tp
+            ops.append(_gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
+            ops.append(_gemm(g, "shared_down", "shared", L.n_moe, T, h, i, wp))
+        ops.append(moe_op(g, L, T, phase))
+        if g.ep > 1:
+            local = T / tp                   # sequence-parallel share of this GPU
+            for name, b, stage in (("dispatch", g.dispatch_b, "dispatch"),
+                                   ("combine", g.combine_b, "combine")):
+                ops.append(Op(name, "comm", stage, L.n_moe,
+                              family=f"{name}_{'normal' if phase == 'prefill' else 'll'}",
+                              nearest={"hidden_size": h, "num_topk": m.experts_per_token,
+                                       "num_experts": m.n_routed_experts},
+                              coords=(local,),
+                              comm={"kind": "alltoall", "tokens": local, "bytes_per_elem": b,
+                                    "phase": phase}))
+    if tp > 1:
+        msg = T * h * 2.0
+        for stage in ("tp_attn", "tp_ffn"):
+            ops.append(Op("allreduce_" + stage[3:], "comm", stage, L.n_total, family="allreduce",
+                          keys={"kernel": "custom"}, nearest={"num_gpus": tp}, coords=(msg,),
+                          comm={"kind": "allreduce", "message_bytes": msg}))
+
+    # ---- embedding, lm_head, and the small kernels between the GEMMs ----------------------------
+    if L.logits:
+        logit_tokens = seqs * logit_tokens_per_seq
+        lm = _gemm(g, "lm_head", "head", 1, logit_tokens, m.vocab_size / tp, h, hp)
+        lm.hbm_bytes = lm.hbm_bytes + T * h * units.BYTES_PER_ELEMENT[hp] / tp   # embedding rows
+        ops.append(lm)
+    # norm weights are read once per layer (plus the final norm); the activation traffic of
+    # the elementwise kernels is costed with their floors in measured mode (cost._other)
+    norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
+    ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
+                  hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
+                  comm={"kernels": other_kernel_count(g, L),
+                        "elementwise_bytes": kops.elementwise_bytes(
+                            tokens=T, width=h, passes=4.0, bytes_per_elem=2.0)}))
+    return ops
+
+
+def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
+    """The routed-expert grouped GEMM of the busiest EP rank."""
+    from .measured import moe_roofline_s
+
+    m = g.m
+    dtype = gemm_dtype(g.eprec, m.expert_precision)
+    tokens = T * g.dp                         # unique tokens entering the EP group
+    eb = units.BYTES_PER_ELEMENT[g.eprec]
+    kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
+              topk=m.experts_per_token, num_experts=m.n_routed_experts)
+    if g.ep > 1:
+        fam, keys = "moe_wideep", {"phase": phase, "dtype": dtype}
+        near = dict(kw, moe_ep=g.ep)
+    else:
+        fam, keys = "moe", {"dtype": dtype}
+        near = dict(kw, moe_tp=g.moe_tp, moe_ep=1)
+    routed = tokens * m.experts_per_token / g.ep * g.placement_imbalance
+    pure = moe_roofline_s(g.hw, dtype, tokens, m.hidden_size, m.expert_intermediate_size,
+                          m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
+                          load_factor=g.placement_imbalance)
+    return Op("moe", "compute", "mlp", L.n_moe,
+              flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
+                                            intermediate_size=m.expert_intermediate_size / g.moe_tp),
+              hbm_bytes=0.0, precision=g.eprec, rate="moe", m_tokens=tokens, family=fam,
+              keys=keys, nearest=near, coords=(tokens,), pure_s=pure,
+              comm={"tokens": tokens, "weight_bytes": eb})
+
+
+def other_kernel_count(g: Geom, L: Layers) -> float:
+    """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
+    activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
+    ok = g.rl.other_kernels
+    per_layer = ok["mla"] if g.m.is_mla else ok["gqa"]
+    quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
+    n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
+    ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
+           + L.n_moe * (ok["moe"] + quant * ok["per_quantized_gemm_group"]))
+    return n + ffn / max(L.n_total, 1)
