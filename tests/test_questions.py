@@ -256,7 +256,7 @@ POINT = dict(dp=32, ep=32, batch_size=96, kv_len=4096, draft_depth=1)
 @pytest.fixture(scope="module")
 def tor():
     return q.tornado(DS, "H800-SXM", {
-        "acceptance_rate": (0.6, 0.9), "cache_hit_rate": (0.0, 0.8), "expert_skew": (0.0, 1.0),
+        "acceptance_rate": (0.6, 0.9), "cache_hit_rate": (0.0, 0.8), "expert_skew": (0.0, 0.8),
         "rental_usd_per_gpu_hour": (1.5, 3.0), "utilization": (0.5, 1.0), "pue": (1.1, 1.5),
         "kv_precision": ("bf16", "fp8"), "output_usd_per_mtok": (0.8, 1.6),
     }, price=PRICE, **POINT)

@@ -96,7 +96,8 @@ def test_moe_weights_follow_expected_distinct_experts():
     whatever the batch. Mixtral (8 experts, top-2) at batch 1 reads 2 experts per layer, at
     batch 256 effectively all 8: E (1 - (1 - k/E)^T)."""
     m = inf.load_model("Mixtral-8x7B")
-    ds = inf.evaluate(m, "H100-SXM", tp=4, batch_size=[1, 2, 256], kv_len=1, ideal=True)
+    ds = inf.evaluate(m, "H100-SXM", tp=4, batch_size=[1, 2, 256], kv_len=1, ideal=True,
+                      expert_skew=0.0)      # uniform routing: the closed form below
     per_expert_gpu = m.n_expert_params * 2 / 4 * m.n_moe_layers
     b = ds.decode_hbm_bytes_per_gpu
     kv = lambda n: n * 2 * 131_072 / 4   # noqa: E731  KV read + write per sequence per GPU

@@ -274,6 +274,8 @@ def _check_row(r: _Row) -> dict[str, Any]:
             raise r.fail(column, f"{prec!r} has no tensor-core rate on {hw.name!r}; it lists "
                                  f"{sorted(hw.dense_flop_per_s)}") from None
     overlap = r.choice("overlap", OVERLAPS, "none")
+    # optional column: routed-expert skew (blank or absent = the engine's sourced default)
+    skew = r.number("expert_skew", None, lo=0.0, hi=4.0)
 
     # workload
     input_len = r.number("input_len", None, lo=1)
@@ -352,6 +354,7 @@ def _check_row(r: _Row) -> dict[str, Any]:
         "cache_hit_rate": hit, "draft_depth": draft, "acceptance_rate": acceptance,
         "weight_precision": wprec, "moe_precision": mprec, "attention_precision": aprec,
         "kv_precision": kvprec, "overlap": overlap,
+        "expert_skew": np.nan if skew is None else skew,
         "min_user_tokens_per_s": np.nan if min_user is None else min_user,
         "max_ttft_s": np.nan if max_ttft is None else max_ttft,
         "metric": metric, "published": published, "unit": unit, "source": source,
@@ -377,10 +380,15 @@ def _engine_kwargs(c: Mapping[str, Any]) -> dict[str, Any]:
     kw = {k: int(c[k]) for k in ("tp", "dp", "ep", "redundant_experts")}
     kw.update({k: c[k] for k in ("weight_precision", "moe_precision", "attention_precision",
                                  "kv_precision", "overlap")})
+    if np.isfinite(c.get("expert_skew", np.nan)):
+        kw["expert_skew"] = float(c["expert_skew"])
     kw["draft_depth"] = float(c["draft_depth"])
     kw["acceptance_rate"] = float(c["acceptance_rate"])
     if c["phase"] == "decode":
         kw["kv_len"] = float(c["kv_len"])
+        if np.isfinite(c["input_len"]) and np.isfinite(c["output_len"]):
+            # the serving engine reserves each sequence's final length for its KV
+            kw["final_len"] = float(c["input_len"]) + float(c["output_len"])
     if c["phase"] == "prefill" or c["colocated"]:
         kw["prompt_len"] = float(c["input_len"])
         kw["cache_hit_rate"] = float(c["cache_hit_rate"])

@@ -28,7 +28,7 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     mb = micro_batches
     ops = layer_ops(g, L, seqs=seqs / mb, new_tokens=new_tokens, cached_tokens=cached_tokens,
                     kv_len=kv_len, logit_tokens_per_seq=logit_tokens_per_seq, phase=phase)
-    costs = cost_ops(g, ops, phase=phase, seqs=seqs / mb)
+    costs = cost_ops(g, ops)
     if g.rl.is_ideal:
         step = S.ideal_s(costs)
         res = {"compute": sum(c.op.count * c.flop_s for c in costs),

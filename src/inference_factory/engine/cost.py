@@ -36,19 +36,19 @@ class Cost:
     byte_s: Any = 0.0
 
 
-def cost_ops(g: Geom, ops: list[Op], *, phase: str, seqs=1.0) -> list[Cost]:
-    return [cost_op(g, op, phase=phase, seqs=seqs) for op in ops]
+def cost_ops(g: Geom, ops: list[Op]) -> list[Cost]:
+    return [cost_op(g, op) for op in ops]
 
 
-def cost_op(g: Geom, op: Op, *, phase: str, seqs=1.0) -> Cost:
-    c = _cost_op(g, op, phase=phase, seqs=seqs)
+def cost_op(g: Geom, op: Op) -> Cost:
+    c = _cost_op(g, op)
     if op.stream == "compute":
         c.flop_s = op.flop / g.hw.flop_per_s(op.precision) if op.rate != "other" else 0.0
         c.byte_s = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
     return c
 
 
-def _cost_op(g: Geom, op: Op, *, phase: str, seqs=1.0) -> Cost:
+def _cost_op(g: Geom, op: Op) -> Cost:
     rl, hw = g.rl, g.hw
     if op.stream == "comm":
         return _comm(g, op)
@@ -62,27 +62,11 @@ def _cost_op(g: Geom, op: Op, *, phase: str, seqs=1.0) -> Cost:
     if rl.is_ideal:
         return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE)
     t, src = None, G.ROOFLINE
-    if rl.measured and op.family and op.pure_s is not None:
+    if rl.measured and op.family and op.pure_fn is not None:
         t, src = _measured(g, op)
     if t is None:
         t = _roofline(g, op, t_flop, t_byte)
-    if op.rate == "attention" and phase == "decode" and g.dp > 1 and rl.routing:
-        t = t * attention_straggler_factor(g.context_cv, seqs, g.dp)
     return Cost(op, t, resource, src)
-
-
-def attention_straggler_factor(context_cv, seqs, dp):
-    r"""Busiest attention-DP rank's KV over the mean, for ``seqs`` sequences per rank whose
-    context lengths have coefficient of variation c, assigned at random to R ranks.
-
-    .. math:: f = 1 + \frac{c}{\sqrt{B}} \sqrt{2 \ln R}
-
-    The summed context per rank has relative spread c / sqrt(B); the maximum of R such sums
-    sits about sqrt(2 ln R) spreads above the mean (Gaussian extreme value, as the routing
-    fluctuation of :func:`inference_factory.kernels.moe.routing_fluctuation_factor`).
-    """
-    b = np.maximum(seqs, 1.0)
-    return 1.0 + context_cv / np.sqrt(b) * np.sqrt(2.0 * np.log(max(dp, 1)))
 
 
 def _op_bytes(g: Geom, op: Op):
@@ -102,9 +86,7 @@ def _measured(g: Geom, op: Op):
     curve = tabs.curve(op.family, op.keys, op.nearest, op.fixed)
     if curve is None:
         return None, G.ROOFLINE
-    log_ratio, src = curve.log_ratio(*op.coords)
-    t = op.pure_s * np.exp(log_ratio)
-    return t, src
+    return curve.time_s(op.pure_fn, *op.coords)
 
 
 def _roofline(g: Geom, op: Op, t_flop, t_byte):
@@ -166,7 +148,7 @@ def _comm(g: Geom, op: Op) -> Cost:
                             scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s,
                             scale_up_latency_s=0.0, scale_out_latency_s=0.0), "comm", G.ROOFLINE)
         if g.tp <= dom and rl.measured:
-            t, src = _measured_comm(g, op, allreduce_roofline_s(hw, msg, g.tp))
+            t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, g.tp))
             if t is not None:
                 return Cost(op, t, "comm", src)
         if g.tp <= dom:
@@ -183,8 +165,8 @@ def _comm(g: Geom, op: Op) -> Cost:
     k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
     if not rl.is_ideal and rl.measured and g.ep <= dom:
-        pure = a2a_roofline_s(hw, tokens, h, k, g.ep, b) * busiest
-        t, src = _measured_comm(g, op, pure)
+        t, src = _measured_comm(
+            g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b) * busiest)
         if t is not None:
             return Cost(op, t, "comm", src)
     if not rl.is_ideal and rl.routing and g.ep > 1:
@@ -203,12 +185,11 @@ def _comm(g: Geom, op: Op) -> Cost:
     return Cost(op, t, "comm", G.ROOFLINE)
 
 
-def _measured_comm(g: Geom, op: Op, pure_s):
+def _measured_comm(g: Geom, op: Op, pure_fn):
     tabs = tables_for(g.hw)
     if tabs is None or not tabs.has(op.family):
         return None, G.ROOFLINE
     curve = tabs.curve(op.family, op.keys, op.nearest)
     if curve is None:
         return None, G.ROOFLINE
-    log_ratio, src = curve.log_ratio(*op.coords)
-    return pure_s * np.exp(log_ratio), src
+    return curve.time_s(pure_fn, *op.coords)

@@ -114,6 +114,48 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     return out, source.astype(np.int8)
 
 
+def interpolate_time(grid: Grid, coords: list, roofline) -> tuple[np.ndarray, np.ndarray]:
+    r"""An operation's time from a grid of ln(measured / roofline) and its own roofline.
+
+    Inside the measured range the implied latencies of the cell's corner shapes,
+    :math:`\eta_c\, t_0(x_c)`, are interpolated linearly in log space; beyond it the time
+    follows the op's own roofline from the nearest measured shape:
+
+    .. math:: \ln t(x) = \sum_c w_c \left[\ln \eta_c + \ln t_0(x_c)\right]
+              + \ln t_0(x) - \ln t_0(\bar x)
+
+    with :math:`\bar x` the shape clamped to the table. Interpolating latencies rather than
+    ratios keeps a time that grows with the shape between measured shapes (the roofline
+    bends between them). ``roofline`` maps shape coordinates (arrays) to seconds.
+    Returns the times and a source code per point."""
+    pts = np.broadcast_arrays(*[np.asarray(c, dtype=float) for c in coords])
+    logs = [np.log(np.maximum(p, 1e-30)) for p in pts]
+    locs = [_locate(a, p) for a, p in zip(grid.axes, logs)]
+    out = np.zeros(pts[0].shape if pts else ())
+    for corner in itertools.product((0, 1), repeat=len(locs)):
+        weight = 1.0
+        idx = []
+        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
+            weight = weight * (w if c else 1.0 - w)
+            idx.append(np.minimum(i + c, axis.size - 1))
+        if not np.any(weight):
+            continue
+        node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
+        out = out + weight * (grid.values[tuple(idx)] + np.log(roofline(*node)))
+    clamped = np.zeros(out.shape, dtype=bool)
+    on_node = np.ones(out.shape, dtype=bool)
+    for _, _, cl, on in locs:
+        clamped |= cl
+        on_node &= on
+    if clamped.any():
+        # coordinates inside the table stay bit-identical, so the correction is exactly 0
+        inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), p)
+                  for lg, a, p, (_, _, cl, _) in zip(logs, grid.axes, pts, locs)]
+        out = out + np.where(clamped, np.log(roofline(*pts)) - np.log(roofline(*inside)), 0.0)
+    source = np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED))
+    return np.exp(out), source.astype(np.int8)
+
+
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
     """Fix some axes (index -> ln value): a lower-dimensional grid over the others, and the
     worst source code of the fixing (EXTRAPOLATED if a fixed value lies outside)."""

@@ -233,7 +233,7 @@ _FILES = {
     "mla_decode": ("mla_decode.csv", None),
     "mla_prefill": ("mla_prefill.csv", None),
     "attention_decode": ("attention_decode.csv", None),
-    "attention_prefill": ("attention_prefill.csv", None),
+    "attention_prefill": ("attention_prefill.csv", ("attn_dtype", "bf16")),
     "moe": ("moe.csv", ("distribution", "uniform")),
     "moe_wideep": ("moe_wideep.csv", ("distribution", "uniform")),
     "dispatch_ll": ("deepep_ll.csv", ("node_num", 1)),
@@ -252,6 +252,12 @@ class Curve:
 
     grid: G.Grid
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
+
+    def time_s(self, roofline, *coords):
+        """The op's time at shape ``coords`` given its pure roofline (a function of the
+        coordinates), and a source code per point (:func:`.grid.interpolate_time`)."""
+        t, src = G.interpolate_time(self.grid, list(coords), roofline)
+        return t, np.minimum(src, self.group_source).astype(np.int8)
 
     def log_ratio(self, *coords):
         """ln(measured / roofline) at shape coordinates (not logs) and a source code each."""
@@ -322,11 +328,7 @@ class DeviceTables:
                 for k, v in zip(fam.nearest, best):
                     mask &= np.isclose(df[k].to_numpy(dtype=float), v)
                 df = df[mask]
-            coords = [df[a].to_numpy(dtype=float) for a in fam.axes]
-            log_lat = np.log(df[fam.value].to_numpy(dtype=float) * units.US)
-            lat = G.monotone(G.grid_from_rows(coords, log_lat))
-            roof = G.grid_from_rows(coords, log_lat - df["log_ratio"].to_numpy())
-            grid = G.Grid(lat.axes, lat.values - roof.values)
+            grid = self._efficiency_grid(fam, df)
             if fixed_axes:
                 idx = {fam.axes.index(a): math.log(v) for a, v in fixed_axes.items()}
                 grid, fsrc = G.reduce(grid, idx)
@@ -334,6 +336,26 @@ class DeviceTables:
             curve = Curve(grid, src)
         self._curves[key] = curve
         return curve
+
+
+    def _efficiency_grid(self, fam: Family, df) -> G.Grid:
+        """ln(measured / roofline) on the rectangular grid of the group's shape axes.
+
+        Missing cells and the region beyond the table take the efficiency of their measured
+        neighbours (filled in ln(eta)); the roofline is computed exactly at every node; the
+        implied latencies are then made non-decreasing along every axis (more work is never
+        faster), and the ratio recomputed."""
+        coords = [df[a].to_numpy(dtype=float) for a in fam.axes]
+        eta = G.grid_from_rows(coords, df["log_ratio"].to_numpy())
+        mesh = np.meshgrid(*[np.exp(a) for a in eta.axes], indexing="ij")
+        first = df.iloc[0]
+        frame = {c: np.full(mesh[0].shape, first[c], dtype=object) for c in df.columns}
+        for a, v in zip(fam.axes, mesh):
+            frame[a] = v
+        frame = {c: np.asarray(v).ravel() for c, v in frame.items()}
+        roof = np.log(np.asarray(fam.roofline(self.hw, frame), dtype=float)).reshape(mesh[0].shape)
+        lat = G.monotone(G.Grid(eta.axes, eta.values + roof))
+        return G.Grid(eta.axes, lat.values - roof)
 
 
 _DEVICES: dict[str, DeviceTables | None] = {}

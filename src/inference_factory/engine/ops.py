@@ -39,7 +39,7 @@ class Op:
     nearest: dict = field(default_factory=dict)  # nearest-matched keys
     fixed: dict = field(default_factory=dict)    # axes fixed for this block
     coords: tuple = ()           # varying axes (arrays), in the family's axis order
-    pure_s: Any = None           # pure roofline of the op's shape (same formula as the table)
+    pure_fn: Any = None          # pure roofline as a function of ``coords`` (table formula)
     comm: dict = field(default_factory=dict)     # comm ops: parameters of the link model
 
 
@@ -60,14 +60,27 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
     b = units.BYTES_PER_ELEMENT[prec]
     # HBM traffic is accounted as the weights (the hand roofline's convention: activations
     # of a GEMM are small next to its weights in decode, and prefill is compute-bound); the
-    # measured-table reference roofline (pure_s) also counts activations, see kernels.ops
+    # measured-table reference roofline (pure_fn) also counts activations, see kernels.ops
     return Op(name, "compute", stage, count,
               flop=kops.gemm_flop(m=m, n=n, k=k),
               hbm_bytes=kops.gemm_bytes(m=m, n=n, k=k, input_bytes=0.0, weight_bytes=b,
                                         output_bytes=0.0),
               precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
-              pure_s=gemm_roofline_s(g.hw, dtype, m, n, k))
+              pure_fn=lambda m_: gemm_roofline_s(g.hw, dtype, m_, n, k))
+
+
+def _bmm_fn(hw, dtype, heads, k_dim, n_dim):
+    from .measured import bmm_roofline_s
+
+    return lambda t_: bmm_roofline_s(hw, dtype, t_, heads, k_dim, n_dim)
+
+
+def _prefill_fn(roofline, head, new_tokens, cached_tokens):
+    """Prefill attention roofline as a function of (prompts, total length S), keeping the
+    point's split of S into new and cached tokens."""
+    f_new = new_tokens / (new_tokens + cached_tokens)
+    return lambda b_, s_: roofline(*head, b_, s_ * f_new, s_ * (1.0 - f_new))
 
 
 def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
@@ -85,6 +98,11 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     n_full = L.n_total - L.n_window
     kv_dtype = "fp8" if g.kvprec in ("fp8", "fp4") else "bf16"
     ops: list[Op] = []
+    if phase == "decode" and g.dp > 1 and g.rl.routing:
+        # the busiest attention-DP rank holds more KV than the mean: it sets the pace
+        f = katt.straggler_kv_factor(context_cv=g.context_cv, sequences_per_rank=seqs,
+                                     n_ranks=g.dp)
+        kv_len, cached_tokens = kv_len * f, cached_tokens * f
 
     # ---- attention block ------------------------------------------------------------------
     if m.is_mla:
@@ -106,7 +124,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                                                                 output_bytes=0.0),
                               precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
                               fixed={"num_heads": heads}, coords=(T,),
-                              pure_s=M.bmm_roofline_s(hw, bdt, T, heads, k_dim, n_dim)))
+                              pure_fn=_bmm_fn(hw, bdt, heads, k_dim, n_dim)))
             pos = katt.causal_attended_positions(new_tokens=new_tokens,
                                                  cached_tokens=cached_tokens)
             flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
@@ -118,8 +136,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           precision=g.aprec, rate="attention", family="mla_decode",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, kv_len),
-                          pure_s=M.mla_decode_roofline_s(hw, kv_dtype, heads, seqs, kv_len,
-                                                         new_tokens)))
+                          pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
+                              hw, kv_dtype, heads, b_, L_, new_tokens)))
         else:
             prefix = seqs * cached_tokens
             ops.append(_gemm(g, "kv_b", "attn0", L.n_total, T + prefix,
@@ -133,9 +151,9 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             ops.append(Op("attention", "compute", "attn1", n_full, flop=flop, hbm_bytes=write,
                           precision=g.aprec, rate="attention", family="mla_prefill",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
-                          coords=(seqs, new_tokens),
-                          pure_s=M.mla_prefill_roofline_s(hw, kv_dtype, heads, seqs, new_tokens,
-                                                          cached_tokens)))
+                          coords=(seqs, new_tokens + cached_tokens),
+                          pure_fn=_prefill_fn(M.mla_prefill_roofline_s, (hw, kv_dtype, heads),
+                                              new_tokens, cached_tokens)))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, heads * m.head_dim_v, wp))
     else:
         d = m.head_dim_qk
@@ -155,7 +173,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                            new_tokens=new_tokens, cached_tokens=cached_tokens,
                            window_tokens=window))
                 fam, coords = "attention_decode", (seqs, ctx)
-                pure = M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, seqs, ctx, new_tokens)
+                pure = (lambda b_, L_, nt=new_tokens:
+                        M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, b_, L_, nt))
                 nbytes = seqs * ctx * kvb_layer + T * kvb_layer
             else:
                 ctx = cached_tokens if window is None else np.minimum(cached_tokens, window)
@@ -163,8 +182,11 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                        if window is None else katt.windowed_attended_positions(
                            new_tokens=new_tokens, cached_tokens=cached_tokens,
                            window_tokens=window))
-                fam, coords = "attention_prefill", (seqs, new_tokens)
-                pure = M.gqa_prefill_roofline_s(hw, kv_dtype, heads, kvh, d, seqs, new_tokens, ctx)
+                # efficiency of a causal kernel over the whole prompt: with a cached prefix
+                # the same kernel runs fewer queries against the same keys
+                fam, coords = "attention_prefill", (seqs, new_tokens + ctx)
+                pure = _prefill_fn(M.gqa_prefill_roofline_s, (hw, kv_dtype, heads, kvh, d),
+                                   new_tokens, ctx)
                 nbytes = T * kvb_layer + seqs * ctx * kvb_layer
             flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                                    head_dim_qk=m.head_dim_qk,
@@ -173,7 +195,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           precision=g.aprec, rate="attention", family=fam,
                           keys={"kv_dtype": kv_dtype, "head_dim": d},
                           nearest={"num_heads": heads, "num_kv_heads": kvh},
-                          coords=coords, pure_s=pure))
+                          coords=coords, pure_fn=pure))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, m.n_q_heads * m.head_dim_v / tp, wp))
 
     # ---- feed-forward -------------------------------------------------------------------------
@@ -240,14 +262,16 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
         fam, keys = "moe", {"dtype": dtype}
         near = dict(kw, moe_tp=g.moe_tp, moe_ep=1)
     routed = tokens * m.experts_per_token / g.ep * g.placement_imbalance
-    pure = moe_roofline_s(g.hw, dtype, tokens, m.hidden_size, m.expert_intermediate_size,
-                          m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
-                          load_factor=g.placement_imbalance)
+
+    def pure(n_):
+        return moe_roofline_s(g.hw, dtype, n_, m.hidden_size, m.expert_intermediate_size,
+                              m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
+                              load_factor=g.placement_imbalance)
     return Op("moe", "compute", "mlp", L.n_moe,
               flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
                                             intermediate_size=m.expert_intermediate_size / g.moe_tp),
               hbm_bytes=0.0, precision=g.eprec, rate="moe", m_tokens=tokens, family=fam,
-              keys=keys, nearest=near, coords=(tokens,), pure_s=pure,
+              keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
               comm={"tokens": tokens, "weight_bytes": eb})
 
 

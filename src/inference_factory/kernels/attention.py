@@ -63,3 +63,18 @@ def kv_read_bytes(*, sequences, kv_len_tokens, kv_bytes_per_token_full,
     """
     return sequences * (kv_len_tokens * kv_bytes_per_token_full
                         + np.minimum(kv_len_tokens, window_tokens) * kv_bytes_per_token_window)
+
+
+def straggler_kv_factor(*, context_cv, sequences_per_rank, n_ranks):
+    r"""Busiest attention-DP rank's summed KV over the mean, for B sequences per rank whose
+    context lengths have coefficient of variation c, assigned at random to R ranks.
+
+    .. math:: f = 1 + \frac{c}{\sqrt{B}} \sqrt{2 \ln R}
+
+    The summed context per rank has relative spread c / sqrt(B); the maximum of R such sums
+    sits about sqrt(2 ln R) spreads above the mean (Gaussian extreme value, as the routing
+    fluctuation of ``kernels.moe.routing_fluctuation_factor``). Equals 1 for one rank. A
+    scheduler that balances KV across ranks does better: this is the random-assignment bound.
+    """
+    b = np.maximum(sequences_per_rank, 1.0)
+    return 1.0 + context_cv / np.sqrt(b) * np.sqrt(2.0 * np.log(np.maximum(n_ranks, 1.0)))
