@@ -90,6 +90,26 @@ def _locate(axis: np.ndarray, x):
     return i, w, clamped, on & ~clamped
 
 
+def _corners(grid: Grid, locs):
+    """(weight, index tuple) of each corner of the cells the points fall in."""
+    for corner in itertools.product((0, 1), repeat=len(locs)):
+        weight = 1.0
+        idx = []
+        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
+            weight = weight * (w if c else 1.0 - w)
+            idx.append(np.minimum(i + c, axis.size - 1))
+        yield weight, tuple(idx)
+
+
+def _source(locs, shape) -> np.ndarray:
+    clamped = np.zeros(shape, dtype=bool)
+    on_node = np.ones(shape, dtype=bool)
+    for _, _, cl, on in locs:
+        clamped |= cl
+        on_node &= on
+    return np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED)).astype(np.int8)
+
+
 def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     """Multilinear interpolation of ``grid`` at ln-coordinates ``log_points`` (one array per
     axis, broadcastable). Returns the values and a source code per point
@@ -98,20 +118,9 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     pts = np.broadcast_arrays(*[np.asarray(p, dtype=float) for p in log_points])
     locs = [_locate(a, p) for a, p in zip(grid.axes, pts)]
     out = np.zeros(pts[0].shape if pts else ())
-    for corner in itertools.product((0, 1), repeat=len(locs)):
-        weight = 1.0
-        idx = []
-        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
-            weight = weight * (w if c else 1.0 - w)
-            idx.append(np.minimum(i + c, axis.size - 1))
-        out = out + weight * grid.values[tuple(idx)]
-    clamped = np.zeros(out.shape, dtype=bool)
-    on_node = np.ones(out.shape, dtype=bool)
-    for _, _, cl, on in locs:
-        clamped |= cl
-        on_node &= on
-    source = np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED))
-    return out, source.astype(np.int8)
+    for weight, idx in _corners(grid, locs):
+        out = out + weight * grid.values[idx]
+    return out, _source(locs, out.shape)
 
 
 def interpolate_time(grid: Grid, coords: list, roofline) -> tuple[np.ndarray, np.ndarray]:
@@ -132,28 +141,19 @@ def interpolate_time(grid: Grid, coords: list, roofline) -> tuple[np.ndarray, np
     logs = [np.log(np.maximum(p, 1e-30)) for p in pts]
     locs = [_locate(a, p) for a, p in zip(grid.axes, logs)]
     out = np.zeros(pts[0].shape if pts else ())
-    for corner in itertools.product((0, 1), repeat=len(locs)):
-        weight = 1.0
-        idx = []
-        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
-            weight = weight * (w if c else 1.0 - w)
-            idx.append(np.minimum(i + c, axis.size - 1))
-        if not np.any(weight):
-            continue
-        node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
-        out = out + weight * (grid.values[tuple(idx)] + np.log(roofline(*node)))
+    for weight, idx in _corners(grid, locs):
+        if np.any(weight):
+            node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
+            out = out + weight * (grid.values[idx] + np.log(roofline(*node)))
     clamped = np.zeros(out.shape, dtype=bool)
-    on_node = np.ones(out.shape, dtype=bool)
-    for _, _, cl, on in locs:
+    for _, _, cl, _ in locs:
         clamped |= cl
-        on_node &= on
     if clamped.any():
         # coordinates inside the table stay bit-identical, so the correction is exactly 0
         inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), p)
                   for lg, a, p, (_, _, cl, _) in zip(logs, grid.axes, pts, locs)]
         out = out + np.where(clamped, np.log(roofline(*pts)) - np.log(roofline(*inside)), 0.0)
-    source = np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED))
-    return np.exp(out), source.astype(np.int8)
+    return np.exp(out), _source(locs, out.shape)
 
 
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:

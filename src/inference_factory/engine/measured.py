@@ -42,10 +42,6 @@ def _peak(hw: HardwareSpec, prec: str) -> float:
     return hw.dense_flop_per_s.get(prec) or hw.dense_flop_per_s.get("bf16")
 
 
-def _dt(col):
-    return [DTYPES.get(d, ("bf16", 2.0)) for d in col]
-
-
 # ---- pure roofline of a table row (same formulas as the op graph) ---------------------------
 
 def gemm_roofline_s(hw, dtype, m, n, k):
@@ -145,6 +141,14 @@ def allreduce_roofline_s(hw, message_bytes, n_gpus):
 
 # ---- families -------------------------------------------------------------------------------
 
+def _a2a_rows(bytes_per_elem):
+    """EP dispatch (FP8, 1 byte) or combine (BF16, 2 bytes) roofline of DeepEP table rows:
+    one node of 8 GPUs per ``node_num``."""
+    def roofline(hw, tokens, hidden, topk, node_num):
+        return a2a_roofline_s(hw, tokens, hidden, topk, 8.0 * node_num, bytes_per_elem)
+    return roofline
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -152,77 +156,62 @@ class Family:
     nearest: tuple[str, ...]     # numeric group keys matched to the nearest measured value
     axes: tuple[str, ...]        # interpolation axes
     value: str                   # latency column (us)
-    roofline: Callable           # (hw, row columns as a dict of arrays) -> seconds
+    roofline: Callable           # (hw, *columns) -> seconds: the pure roofline of a row
+    args: tuple[str, ...]        # the table columns ``roofline`` takes, in order
+
+    def roofline_rows(self, hw: HardwareSpec, d) -> np.ndarray:
+        """Pure roofline of every row of ``d`` (a mapping of column -> array); string
+        columns (dtypes) are passed one value at a time, numeric ones as arrays."""
+        cols = [np.asarray(d[c]) for c in self.args]
+        text = [i for i, c in enumerate(cols) if c.dtype.kind in "OUS"]
+        n = cols[0].size
+        out = np.empty(n)
+        keys = np.array(["|".join(map(str, k)) for k in zip(*[cols[i] for i in text])]
+                        if text else [""] * n)
+        for key in np.unique(keys):
+            rows = keys == key
+            args = [c[rows][0] if i in text else c[rows].astype(float) for i, c in enumerate(cols)]
+            out[rows] = self.roofline(hw, *args)
+        return out
 
 
-def _col(d, k):
-    return np.asarray(d[k], dtype=float)
-
+_BMM_PRE = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_NOPE, MLA_LATENT)  # noqa: E731
+_BMM_POST = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_LATENT, MLA_V)    # noqa: E731
+_MOE_KEYS = ("hidden_size", "inter_size", "topk", "num_experts")
+_EP_KEYS = ("hidden_size", "num_topk", "num_experts")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us",
-           lambda hw, d: np.array([gemm_roofline_s(hw, t, m, n, k) for t, m, n, k in
-                                   zip(d["dtype"], _col(d, "m"), _col(d, "n"), _col(d, "k"))])),
-    Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us",
-           lambda hw, d: np.array([bmm_roofline_s(hw, t, n, h, MLA_NOPE, MLA_LATENT) for t, n, h in
-                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "num_heads"))])),
-    Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us",
-           lambda hw, d: np.array([bmm_roofline_s(hw, t, n, h, MLA_LATENT, MLA_V) for t, n, h in
-                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "num_heads"))])),
+    Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us", gemm_roofline_s,
+           ("dtype", "m", "n", "k")),
+    Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _BMM_PRE,
+           ("dtype", "num_tokens", "num_heads")),
+    Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _BMM_POST,
+           ("dtype", "num_tokens", "num_heads")),
     Family("mla_decode", ("kv_dtype",), ("num_heads",), ("batch_size", "kv_len"), "latency_us",
-           lambda hw, d: np.array([mla_decode_roofline_s(hw, t, h, b, L) for t, h, b, L in
-                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "batch_size"),
-                                       _col(d, "kv_len"))])),
+           mla_decode_roofline_s, ("kv_dtype", "num_heads", "batch_size", "kv_len")),
     Family("mla_prefill", ("kv_dtype",), ("num_heads",), ("batch_size", "isl"), "latency_us",
-           lambda hw, d: np.array([mla_prefill_roofline_s(hw, t, h, b, s) for t, h, b, s in
-                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "batch_size"),
-                                       _col(d, "isl"))])),
+           mla_prefill_roofline_s, ("kv_dtype", "num_heads", "batch_size", "isl")),
     Family("attention_decode", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
-           ("batch_size", "kv_len"), "latency_us",
-           lambda hw, d: np.array([gqa_decode_roofline_s(hw, t, h, kh, hd, b, L)
-                                   for t, h, kh, hd, b, L in
-                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "num_kv_heads"),
-                                       _col(d, "head_dim"), _col(d, "batch_size"),
-                                       _col(d, "kv_len"))])),
+           ("batch_size", "kv_len"), "latency_us", gqa_decode_roofline_s,
+           ("kv_dtype", "num_heads", "num_kv_heads", "head_dim", "batch_size", "kv_len")),
     Family("attention_prefill", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
-           ("batch_size", "isl"), "latency_us",
-           lambda hw, d: np.array([gqa_prefill_roofline_s(hw, t, h, kh, hd, b, s)
-                                   for t, h, kh, hd, b, s in
-                                   zip(d["kv_dtype"], _col(d, "num_heads"), _col(d, "num_kv_heads"),
-                                       _col(d, "head_dim"), _col(d, "batch_size"),
-                                       _col(d, "isl"))])),
-    Family("moe", ("dtype",), ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp",
-                               "moe_ep"), ("num_tokens",), "latency_us",
-           lambda hw, d: np.array([moe_roofline_s(hw, t, n, h, i, k, e, tp, ep) for
-                                   t, n, h, i, k, e, tp, ep in
-                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "hidden_size"),
-                                       _col(d, "inter_size"), _col(d, "topk"), _col(d, "num_experts"),
-                                       _col(d, "moe_tp"), _col(d, "moe_ep"))])),
-    Family("moe_wideep", ("phase", "dtype"), ("hidden_size", "inter_size", "topk", "num_experts",
-                                              "moe_ep"), ("num_tokens",), "latency_us",
-           lambda hw, d: np.array([moe_roofline_s(hw, t, n, h, i, k, e, 1.0, ep) for
-                                   t, n, h, i, k, e, ep in
-                                   zip(d["dtype"], _col(d, "num_tokens"), _col(d, "hidden_size"),
-                                       _col(d, "inter_size"), _col(d, "topk"), _col(d, "num_experts"),
-                                       _col(d, "moe_ep"))])),
-    Family("dispatch_ll", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
-           "dispatch_us",
-           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
-                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 1.0)),
-    Family("combine_ll", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
-           "combine_us",
-           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
-                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 2.0)),
-    Family("dispatch_normal", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
-           "dispatch_us",
-           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
-                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 1.0)),
-    Family("combine_normal", (), ("hidden_size", "num_topk", "num_experts"), ("num_token",),
-           "combine_us",
-           lambda hw, d: a2a_roofline_s(hw, _col(d, "num_token"), _col(d, "hidden_size"),
-                                        _col(d, "num_topk"), 8.0 * _col(d, "node_num"), 2.0)),
+           ("batch_size", "isl"), "latency_us", gqa_prefill_roofline_s,
+           ("kv_dtype", "num_heads", "num_kv_heads", "head_dim", "batch_size", "isl")),
+    Family("moe", ("dtype",), _MOE_KEYS + ("moe_tp", "moe_ep"), ("num_tokens",), "latency_us",
+           moe_roofline_s, ("dtype", "num_tokens") + _MOE_KEYS + ("moe_tp", "moe_ep")),
+    Family("moe_wideep", ("phase", "dtype"), _MOE_KEYS + ("moe_ep",), ("num_tokens",),
+           "latency_us", lambda hw, t, n, h, i, k, e, ep: moe_roofline_s(hw, t, n, h, i, k, e, 1.0, ep),
+           ("dtype", "num_tokens") + _MOE_KEYS + ("moe_ep",)),
+    Family("dispatch_ll", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0),
+           ("num_token", "hidden_size", "num_topk", "node_num")),
+    Family("combine_ll", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0),
+           ("num_token", "hidden_size", "num_topk", "node_num")),
+    Family("dispatch_normal", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0),
+           ("num_token", "hidden_size", "num_topk", "node_num")),
+    Family("combine_normal", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0),
+           ("num_token", "hidden_size", "num_topk", "node_num")),
     Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
-           lambda hw, d: allreduce_roofline_s(hw, _col(d, "message_bytes"), _col(d, "num_gpus"))),
+           allreduce_roofline_s, ("message_bytes", "num_gpus")),
 )}
 
 #: family -> (csv file, row filter) ; several families may read one file
@@ -297,7 +286,7 @@ class DeviceTables:
                 df = df[df[filt[0]] == filt[1]]
             fam = FAMILIES[family]
             df = df[np.isfinite(df[fam.value]) & (df[fam.value] > 0)].reset_index(drop=True)
-            roof = np.asarray(fam.roofline(self.hw, {c: df[c].to_numpy() for c in df.columns}))
+            roof = fam.roofline_rows(self.hw, {c: df[c].to_numpy() for c in df.columns})
             df = df.assign(log_ratio=np.log(df[fam.value].to_numpy() * units.US / roof))
             self._frames[family] = df
         return self._frames[family]
@@ -353,7 +342,7 @@ class DeviceTables:
         for a, v in zip(fam.axes, mesh):
             frame[a] = v
         frame = {c: np.asarray(v).ravel() for c, v in frame.items()}
-        roof = np.log(np.asarray(fam.roofline(self.hw, frame), dtype=float)).reshape(mesh[0].shape)
+        roof = np.log(fam.roofline_rows(self.hw, frame)).reshape(mesh[0].shape)
         lat = G.monotone(G.Grid(eta.axes, eta.values + roof))
         return G.Grid(eta.axes, lat.values - roof)
 
