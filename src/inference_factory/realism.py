@@ -35,6 +35,7 @@ class Realism:
     tile_m_tokens: float
     attention: bool
     attention_compute_frac: float
+    attention_fp8_kv_compute_frac: float
     attention_hbm_frac: float
     hbm: bool
     gemm_hbm_frac: float
@@ -95,6 +96,14 @@ class Realism:
     @property
     def attn_compute_frac(self) -> float:
         return self.attention_compute_frac if self.attention else 1.0
+
+    def attn_compute_frac_for(self, kv_precision: str) -> float:
+        """Attention-kernel fraction of the BF16 peak for a KV-cache format: an FP8 cache is
+        dequantised inside the kernel, which runs slower than the BF16 one."""
+        if not self.attention:
+            return 1.0
+        return (self.attention_fp8_kv_compute_frac if kv_precision in ("fp8", "fp4")
+                else self.attention_compute_frac)
 
     @property
     def attn_hbm_frac(self) -> float:
@@ -158,6 +167,7 @@ def _parse_realism(p: Path) -> Realism:
     g.done()
     a = t.table("attention")
     kw.update(attention=a.get("enabled", bool), attention_compute_frac=frac(a, "compute_frac"),
+              attention_fp8_kv_compute_frac=frac(a, "fp8_kv_compute_frac"),
               attention_hbm_frac=frac(a, "hbm_frac"))
     a.done()
     h = t.table("hbm")

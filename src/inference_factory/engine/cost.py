@@ -93,7 +93,7 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
     """Realistic roofline of one op: achieved fractions of peak (configs/realism.toml)."""
     rl, hw = g.rl, g.hw
     if op.rate == "attention":
-        tf = t_flop / rl.attn_compute_frac
+        tf = t_flop / rl.attn_compute_frac_for(g.kvprec)
         tb = t_byte / rl.attn_hbm_frac
     else:
         m_tokens = op.m_tokens
