@@ -424,3 +424,21 @@ def test_python_dash_m_end_to_end(tmp_path):
     assert "Traceback" not in bad.stderr
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: ")
     assert "'fp4'" in bad.stderr and "H100-SXM" in bad.stderr
+
+
+def test_roofline_ops_and_realism(run):
+    """--ops lists every operation with its time, resource and source; --realism roofline
+    keeps every op on the roofline; the op times of a sequential step add up to it."""
+    out = ok(run("roofline", "-m", "Llama-3.1-8B", "-H", "H200-SXM", "--batch-size", "32",
+                 "--ops"))
+    assert "decode operations (time per step)" in out and "prefill operations" in out
+    for name in ("qkv", "attention", "o_proj", "ffn_gate_up", "ffn_down", "lm_head"):
+        assert f"\n{name} " in out
+    data = roofline_json(run, "-m", "Llama-3.1-8B", "-H", "H200-SXM", "--batch-size", "32",
+                         "--ops", "--realism", "roofline")
+    assert data["attrs"]["mode"] == "roofline"
+    assert set(data["decode_op_source"]) == {"roofline"}
+    assert sum(data["decode_op_time_s"]) == pytest.approx(data["decode_step_s"], rel=1e-9)
+    measured = roofline_json(run, "-m", "Llama-3.1-8B", "-H", "H200-SXM", "--batch-size", "32",
+                             "--ops")
+    assert {"measured", "interpolated"} & set(measured["decode_op_source"])

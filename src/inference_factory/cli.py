@@ -113,7 +113,10 @@ def _kv(pairs: Iterable[tuple[str, str]], indent: int = 2, width: int = 0) -> li
 
 
 def _json_value(v: Any) -> Any:
-    """Plain JSON value from a numpy/xarray scalar; non-finite floats become null."""
+    """Plain JSON value from a numpy/xarray scalar or 1-D array (a list); non-finite
+    floats become null."""
+    if getattr(v, "ndim", 0) > 0:
+        return [_json_value(x) for x in v]
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
@@ -363,7 +366,7 @@ def _fmt_text(x: Any) -> str:
 
 
 def _roofline_text(ds, point: dict[str, Any]) -> str:
-    v = {k: ds[k].item() for k in ds.data_vars}
+    v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
     model, hw = ds["model"].item(), ds["hardware"].item()
     par = " ".join(f"{k}={point.get(k, STRUCT_AXES[k])}" for k in ("tp", "dp", "ep"))
     lines = [f"{model} on {hw}  [{ds.attrs.get('mode')}]  {par}"]
@@ -407,6 +410,13 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
                    + f" of {_g(load_hardware(hw).hbm_capacity_bytes / units.GB)} GB"),
                   ("fits", _fmt_text("yes" if v["fits"] else "NO")),
                   ("max batch size", _fmt_num(v["max_batch_size"], 0))], width=_K)
+    if "op" in ds.dims:
+        for phase in ("decode", "prefill"):
+            rows = [(str(op), _fmt_ms(float(t)), str(r), str(s)) for op, t, r, s in zip(
+                ds.op.values, ds[f"{phase}_op_time_s"].values, ds[f"{phase}_op_resource"].values,
+                ds[f"{phase}_op_source"].values) if math.isfinite(float(t))]
+            lines += ["", f"{phase} operations (time per step)"]
+            lines.append(_table(["OP", "TIME", "RESOURCE", "SOURCE"], rows, right=(1,)))
     return "\n".join(lines)
 
 
@@ -438,25 +448,39 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
 @click.option("--redundant-experts", type=click.INT, default=None,
               help="Extra expert replicas for load balance (default 0).")
 @click.option("--expert-skew", type=click.FLOAT, default=None,
-              help="Zipf skew of expert popularity, [0, 4] (default 0).")
+              help="Zipf skew of expert popularity, [0, 4] (default: configs/realism.toml "
+                   "[experts] default_skew).")
+@click.option("--context-cv", type=click.FLOAT, default=None,
+              help="Coefficient of variation of per-sequence context across attention-DP "
+                   "ranks, [0, 10] (default 1).")
 @click.option("--draft-model", default=None,
               help="Separate draft model for --draft-depth (default: the model's MTP module).")
 @click.option("--ideal", is_flag=True, help="Pure roofline: realism terms off, parts combined by max.")
+@click.option("--realism", "realism", type=click.Choice(["measured", "roofline"]),
+              default="measured", show_default=True,
+              help="Cost ops from the measured kernel tables where they cover them, or keep "
+                   "every op on the realistic roofline.")
+@click.option("--ops", "show_ops", is_flag=True,
+              help="Also report each operation's time per step, resource and source "
+                   "(measured / interpolated / extrapolated / roofline).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print every result variable and the attributes as one JSON object.")
-def roofline(model: str, hardware: str, ideal: bool, as_json: bool, draft_model: str | None,
-             **options: Any) -> None:
+def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: bool,
+             as_json: bool, draft_model: str | None, **options: Any) -> None:
     """Evaluate prefill and decode at ONE operating point.
 
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
     point = {k: x for k, x in options.items() if x is not None}
-    ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, **point)
+    ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
+                  detail="ops" if show_ops else "resources", **point)
     if as_json:
         out: dict[str, Any] = {"model": ds["model"].item(), "hardware": ds["hardware"].item()}
         out.update({k: _json_value(ds[k].values) for k in ds.data_vars})
+        if show_ops:
+            out["op"] = [str(x) for x in ds.op.values]
         out["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
-        out["inputs"] = dict(point, ideal=ideal,
+        out["inputs"] = dict(point, ideal=ideal, realism=realism,
                              **({"draft_model": draft_model} if draft_model else {}))
         out["attrs"] = {k: _json_value(x) for k, x in ds.attrs.items()}
         _dump_json(out)
