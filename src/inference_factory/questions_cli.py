@@ -187,8 +187,9 @@ def _economics_options(func: Callable) -> Callable:
         click.option("--utilization", type=click.FLOAT, default=None,
                      help="Busy share of the GPU-hour, (0, 1] (default 1)."),
         click.option("--input-per-output", "input_tokens_per_output_token", type=click.FLOAT,
-                     default=round(INPUT_TOKENS_PER_OUTPUT_TOKEN, 3), show_default=True,
-                     help="Input tokens per output token (DeepSeek 608B/168B a day)."),
+                     default=None,
+                     help=f"Input tokens per output token (default "
+                          f"{INPUT_TOKENS_PER_OUTPUT_TOKEN:.3f}: DeepSeek 608B/168B a day)."),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -199,11 +200,16 @@ _COST_KEYS = ("cost_basis", "rental_usd_per_gpu_hour", "capex_usd_per_gpu", "dep
               "pue", "usd_per_kwh", "utilization")
 
 
+def _or(value, default):
+    return default if value is None else value
+
+
 def _split_economics(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     cost = {k: options.pop(k) for k in _COST_KEYS if k in options}
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
     econ = {"price": options.pop("price", None), "cost": cost,
-            "input_tokens_per_output_token": options.pop("input_tokens_per_output_token", INPUT_TOKENS_PER_OUTPUT_TOKEN)}
+            "input_tokens_per_output_token": _or(options.pop("input_tokens_per_output_token", None),
+                                                 INPUT_TOKENS_PER_OUTPUT_TOKEN)}
     return econ, options
 
 

@@ -164,9 +164,9 @@ def _comm(g: Geom, op: Op) -> Cost:
     # EP dispatch / combine: the busiest rank receives imbalance x the mean traffic
     k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
-    if not rl.is_ideal and rl.measured and g.ep <= dom:
+    if not rl.is_ideal and rl.measured:
         t, src = _measured_comm(
-            g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b) * busiest)
+            g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b, phase=c["phase"]) * busiest)
         if t is not None:
             return Cost(op, t, "comm", src)
     if not rl.is_ideal and rl.routing and g.ep > 1:

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import units
 from ..kernels import attention as katt
+from ..kernels import comm as kcomm
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
 from ..specs import HardwareSpec, data_dir, load_hardware
@@ -127,11 +128,22 @@ def moe_roofline_s(hw, dtype, tokens, hidden, inter, topk, experts, moe_tp, moe_
         peak_flop_per_s=_peak(hw, prec), peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
 
 
-def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem):
-    """EP dispatch or combine inside one NVLink domain: each token goes to the ranks of its
-    top-k experts, (ep - 1)/ep of them remote, at the scale-up link's peak."""
-    nbytes = tokens_per_rank * topk * (ep - 1.0) / ep * hidden * bytes_per_elem
-    return nbytes / hw.scale_up_bw_bytes_per_s
+def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem, *, phase,
+                   domain_gpus=None):
+    """EP dispatch or combine of one rank at the link peaks: copies of each token to the
+    ranks of its top-k experts over NVLink inside the ``domain_gpus`` domain and over the NIC
+    beyond it (one copy per remote node in prefill's normal kernels, one per remote expert in
+    decode's low-latency kernels), the two levels concurrent (kernels.comm)."""
+    dom = hw.scale_up_domain_gpus if domain_gpus is None else domain_gpus
+    per_copy = tokens_per_rank * hidden * bytes_per_elem
+    c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=topk, n_ranks=ep,
+                                              domain_gpus=dom)
+    copies_out = (kcomm.ep_copies_per_token_scale_out if phase == "prefill"
+                  else kcomm.ep_copies_per_token_scale_out_per_expert)
+    c_out = copies_out(experts_per_token=topk, n_ranks=ep, domain_gpus=dom)
+    return kcomm.alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
+                            scale_up_bytes_per_s=hw.scale_up_bw_bytes_per_s,
+                            scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s, latency_s=0.0)
 
 
 def allreduce_roofline_s(hw, message_bytes, n_gpus):
@@ -141,11 +153,16 @@ def allreduce_roofline_s(hw, message_bytes, n_gpus):
 
 # ---- families -------------------------------------------------------------------------------
 
-def _a2a_rows(bytes_per_elem):
+#: GPUs per node in the DeepEP measurements (8-GPU HGX nodes; node_num nodes = EP 8 x node_num)
+DEEPEP_NODE_GPUS = 8
+
+
+def _a2a_rows(bytes_per_elem, phase):
     """EP dispatch (FP8, 1 byte) or combine (BF16, 2 bytes) roofline of DeepEP table rows:
-    one node of 8 GPUs per ``node_num``."""
+    ``node_num`` nodes of 8 GPUs, EP = 8 x node_num."""
     def roofline(hw, tokens, hidden, topk, node_num):
-        return a2a_roofline_s(hw, tokens, hidden, topk, 8.0 * node_num, bytes_per_elem)
+        return a2a_roofline_s(hw, tokens, hidden, topk, DEEPEP_NODE_GPUS * node_num,
+                              bytes_per_elem, phase=phase, domain_gpus=DEEPEP_NODE_GPUS)
     return roofline
 
 
@@ -178,7 +195,7 @@ class Family:
 _BMM_PRE = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_NOPE, MLA_LATENT)  # noqa: E731
 _BMM_POST = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_LATENT, MLA_V)    # noqa: E731
 _MOE_KEYS = ("hidden_size", "inter_size", "topk", "num_experts")
-_EP_KEYS = ("hidden_size", "num_topk", "num_experts")
+_EP_KEYS = ("hidden_size", "num_topk", "num_experts", "node_num")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us", gemm_roofline_s,
@@ -202,13 +219,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("moe_wideep", ("phase", "dtype"), _MOE_KEYS + ("moe_ep",), ("num_tokens",),
            "latency_us", lambda hw, t, n, h, i, k, e, ep: moe_roofline_s(hw, t, n, h, i, k, e, 1.0, ep),
            ("dtype", "num_tokens") + _MOE_KEYS + ("moe_ep",)),
-    Family("dispatch_ll", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0),
+    Family("dispatch_ll", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0, "decode"),
            ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("combine_ll", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0),
+    Family("combine_ll", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0, "decode"),
            ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("dispatch_normal", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0),
+    Family("dispatch_normal", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0, "prefill"),
            ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("combine_normal", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0),
+    Family("combine_normal", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0, "prefill"),
            ("num_token", "hidden_size", "num_topk", "node_num")),
     Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
            allreduce_roofline_s, ("message_bytes", "num_gpus")),
@@ -225,10 +242,10 @@ _FILES = {
     "attention_prefill": ("attention_prefill.csv", ("attn_dtype", "bf16")),
     "moe": ("moe.csv", ("distribution", "uniform")),
     "moe_wideep": ("moe_wideep.csv", ("distribution", "uniform")),
-    "dispatch_ll": ("deepep_ll.csv", ("node_num", 1)),
-    "combine_ll": ("deepep_ll.csv", ("node_num", 1)),
-    "dispatch_normal": ("deepep_normal.csv", ("node_num", 1)),
-    "combine_normal": ("deepep_normal.csv", ("node_num", 1)),
+    "dispatch_ll": ("deepep_ll.csv", None),
+    "combine_ll": ("deepep_ll.csv", None),
+    "dispatch_normal": ("deepep_normal.csv", None),
+    "combine_normal": ("deepep_normal.csv", None),
     "allreduce": ("allreduce.csv", None),
 }
 
