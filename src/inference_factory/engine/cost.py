@@ -81,12 +81,15 @@ def _op_bytes(g: Geom, op: Op):
 
 def _measured(g: Geom, op: Op):
     tabs = tables_for(g.hw)
-    if tabs is None or not tabs.has(op.family):
+    if tabs is None:
         return None, G.ROOFLINE
-    curve = tabs.curve(op.family, op.keys, op.nearest, op.fixed)
-    if curve is None:
-        return None, G.ROOFLINE
-    return curve.time_s(op.pure_fn, *op.coords)
+    for family, keys, nearest in ((op.family, op.keys, op.nearest),) + (
+            (op.fallback,) if op.fallback else ()):
+        if tabs.has(family):
+            curve = tabs.curve(family, keys, nearest, op.fixed)
+            if curve is not None:
+                return curve.time_s(op.pure_fn, *op.coords)
+    return None, G.ROOFLINE
 
 
 def _roofline(g: Geom, op: Op, t_flop, t_byte):

@@ -41,6 +41,7 @@ class Op:
     coords: tuple = ()           # varying axes (arrays), in the family's axis order
     pure_fn: Any = None          # pure roofline as a function of ``coords`` (table formula)
     comm: dict = field(default_factory=dict)     # comm ops: parameters of the link model
+    fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
 
 
 def gemm_dtype(prec: str, native: str) -> str:
@@ -256,12 +257,15 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
               topk=m.experts_per_token, num_experts=m.n_routed_experts)
+    # wide EP: DeepEP's grouped GEMM (SGLang tables, DeepSeek shapes); else, and where those
+    # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP
+    fused = ("moe", {"dtype": dtype}, dict(kw, moe_tp=g.moe_tp, moe_ep=g.ep))
     if g.ep > 1:
         fam, keys = "moe_wideep", {"phase": phase, "dtype": dtype}
         near = dict(kw, moe_ep=g.ep)
     else:
-        fam, keys = "moe", {"dtype": dtype}
-        near = dict(kw, moe_tp=g.moe_tp, moe_ep=1)
+        fam, keys, near = fused
+        fused = ()
     routed = tokens * m.experts_per_token / g.ep * g.placement_imbalance
 
     def pure(n_):
@@ -272,7 +276,7 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
               flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
                                             intermediate_size=m.expert_intermediate_size / g.moe_tp),
               hbm_bytes=0.0, precision=g.eprec, rate="moe", m_tokens=tokens, family=fam,
-              keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
+              keys=keys, nearest=near, coords=(tokens,), pure_fn=pure, fallback=fused,
               comm={"tokens": tokens, "weight_bytes": eb})
 
 
