@@ -126,7 +126,7 @@ def test_roofline_realism_is_selectable():
 def test_prefill_two_batch_gain_checked_against_sglang():
     """SGLang measured a two-batch-overlap prefill gain of 1.27-1.35x for DeepSeek-V3 on
     H100 EP32 (dev_set.csv). A check, not a fit: we predict a gain > 1 and within
-    |ln(gain / 1.31)| <= 0.35 (today 1.7: our overlap still hides more than SGLang's does)."""
+    |ln(gain / 1.31)| <= 0.35 (today 1.48: our overlap still hides more than SGLang's does)."""
     kw = dict(dp=32, ep=32, redundant_experts=32, prefill_batch_size=4, prompt_len=4096,
               weight_precision="fp8")
     on = inf.evaluate("DeepSeek-V3", "H100-SXM", overlap="two-batch", **kw)
