@@ -174,7 +174,8 @@ def _comm(g: Geom, op: Op) -> Cost:
             return Cost(op, t, "comm", src)
     if not rl.is_ideal and rl.routing and g.ep > 1:
         busiest = busiest * kmoe.routing_fluctuation_factor(
-            mean_tokens_per_rank=tokens * g.dp * k / g.ep, n_ranks=g.ep)
+            # the busiest rank's receive load: the same routed pairs as its grouped GEMM
+            mean_tokens_per_rank=tokens * g.tp * g.dp * k / g.ep, n_ranks=g.ep)
     c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
     copies_out = (kcomm.ep_copies_per_token_scale_out if c["phase"] == "prefill"
                   else kcomm.ep_copies_per_token_scale_out_per_expert)
