@@ -67,10 +67,14 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     verify = run_pass(g, main_layers(m), seqs=B, new_tokens=1.0 + d, cached_tokens=ctx - 1.0,
                       kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
     # a draft pass is a single micro-batch: nothing to overlap its communication with
-    dg = replace(g, m=draft, overlap="none") if draft is not None else replace(g, overlap="none")
-    dL = main_layers(draft) if draft is not None else mtp_layers(m)
-    dpass = run_pass(dg, dL, seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0, kv_len=ctx,
-                     logit_tokens_per_seq=1.0, phase="decode")
+    if np.any(np.asarray(d) > 0):
+        dg = replace(g, m=draft, overlap="none") if draft is not None else replace(g, overlap="none")
+        dL = main_layers(draft) if draft is not None else mtp_layers(m)
+        dpass = run_pass(dg, dL, seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0, kv_len=ctx,
+                         logit_tokens_per_seq=1.0, phase="decode")
+    else:       # no draft anywhere on the grid: nothing to cost
+        dpass = {"step_s": 0.0, "res": dict.fromkeys(RESOURCES, 0.0), "flop": 0.0,
+                 "hbm_bytes": 0.0}
     draft_s = d * dpass["step_s"]
     if acceptance_by_position is not None:
         tps = kspec.expected_tokens_per_step_sequence(draft_depth=d,
@@ -157,7 +161,7 @@ def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, lis
         for c in costs:
             names.append(c.op.name)
             times.append(p["mb"] * c.op.count * c.time_s)
-            res.append(c.resource)
+            res.append(c.resource_label())
             src.append(np.asarray(G.SOURCES, dtype=object)[np.asarray(c.source, dtype=int)])
         out[phase] = (names, times, res, src)
     return out

@@ -270,13 +270,15 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -
             da = xr.DataArray(arr.squeeze(axis=squeeze), dims=[order[i] for i in keep])
         da.attrs["units"] = _unit_of(k)
         data[k] = da
-    ds = xr.Dataset(data)
+    # every coordinate given at construction: one alignment instead of one per axis
+    coords: dict[str, Any] = {}
     for name, a in axes.items():
         if isinstance(a, xr.DataArray):
-            ds = ds.assign_coords({c: a[c] for c in a.coords})
+            coords.update({c: a[c].variable for c in a.coords})
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
-            ds = ds.assign_coords({name: float(a)})
-    for name, a in axes.items():
+            coords[name] = float(a)
+    ds = xr.Dataset(data, coords=coords)
+    for name in axes:
         if name in ds.coords:
             ds[name].attrs["units"] = NUMERIC_AXES[name][1]
     return ds

@@ -30,10 +30,17 @@ class Cost:
 
     op: Op
     time_s: Any
-    resource: str                # compute | memory | comm | overhead
+    resource: Any                # "comm" | "overhead" | "compute-or-memory" (see binds_compute)
     source: Any
     flop_s: Any = 0.0            # pure-roofline parts (FLOPs / peak, bytes / peak bandwidth)
     byte_s: Any = 0.0
+    binds_compute: Any = None    # compute ops: True where the pure roofline binds on FLOPs
+
+    def resource_label(self):
+        """The resource label(s): compute / memory per point for compute ops."""
+        if self.binds_compute is None:
+            return self.resource
+        return np.where(self.binds_compute, "compute", "memory")
 
 
 def cost_ops(g: Geom, ops: list[Op]) -> list[Cost]:
@@ -57,16 +64,18 @@ def _cost_op(g: Geom, op: Op) -> Cost:
     peak = hw.flop_per_s(op.precision)
     t_flop = op.flop / peak
     t_byte = _op_bytes(g, op) / hw.hbm_bw_bytes_per_s
-    resource = np.where(np.asarray(t_flop) >= np.asarray(t_byte), "compute", "memory")
-    resource = resource.item() if resource.ndim == 0 else resource
+    compute = np.asarray(t_flop) >= np.asarray(t_byte)
+    compute = compute.item() if compute.ndim == 0 else compute
+    resource = "compute-or-memory"
     if rl.is_ideal:
-        return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE)
+        return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE,
+                    binds_compute=compute)
     t, src = None, G.ROOFLINE
     if rl.measured and op.family and op.pure_fn is not None:
         t, src = _measured(g, op)
     if t is None:
         t = _roofline(g, op, t_flop, t_byte)
-    return Cost(op, t, resource, src)
+    return Cost(op, t, resource, src, binds_compute=compute)
 
 
 def _op_bytes(g: Geom, op: Op):
@@ -88,7 +97,10 @@ def _measured(g: Geom, op: Op):
         if tabs.has(family):
             curve = tabs.curve(family, keys, nearest, op.fixed)
             if curve is not None:
-                return curve.time_s(op.pure_fn, *op.coords)
+                # attention rooflines carry per-point draft / prefix lengths and are linear
+                # in the number of sequences; the others depend on their coordinates only
+                mode = "linear_first" if op.rate == "attention" else "separable"
+                return curve.time_s(op.pure_fn, *op.coords, mode=mode)
     return None, G.ROOFLINE
 
 
@@ -196,4 +208,4 @@ def _measured_comm(g: Geom, op: Op, pure_fn):
     curve = tabs.curve(op.family, op.keys, op.nearest)
     if curve is None:
         return None, G.ROOFLINE
-    return curve.time_s(pure_fn, *op.coords)
+    return curve.time_s(pure_fn, *op.coords, mode="separable")

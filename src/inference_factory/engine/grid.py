@@ -105,8 +105,8 @@ def _source(locs, shape) -> np.ndarray:
     clamped = np.zeros(shape, dtype=bool)
     on_node = np.ones(shape, dtype=bool)
     for _, _, cl, on in locs:
-        clamped |= cl
-        on_node &= on
+        clamped = clamped | cl
+        on_node = on_node & on
     return np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED)).astype(np.int8)
 
 
@@ -123,7 +123,8 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     return out, _source(locs, out.shape)
 
 
-def interpolate_time(grid: Grid, coords: list, roofline) -> tuple[np.ndarray, np.ndarray]:
+def interpolate_time(grid: Grid, coords: list, roofline,
+                     mode: str = "general") -> tuple[np.ndarray, np.ndarray]:
     r"""An operation's time from a grid of ln(measured / roofline) and its own roofline.
 
     Inside the measured range the implied latencies of the cell's corner shapes,
@@ -135,25 +136,46 @@ def interpolate_time(grid: Grid, coords: list, roofline) -> tuple[np.ndarray, np
 
     with :math:`\bar x` the shape clamped to the table. Interpolating latencies rather than
     ratios keeps a time that grows with the shape between measured shapes (the roofline
-    bends between them). ``roofline`` maps shape coordinates (arrays) to seconds.
+    bends between them). ``roofline`` maps shape coordinates (broadcastable arrays) to
+    seconds. ``mode`` says what it depends on, so that it is evaluated on as few points as
+    possible: ``"separable"`` (the coordinates only: the latencies are computed once on the
+    table's nodes), ``"linear_first"`` (proportional to the first coordinate, e.g. attention
+    over a batch of sequences: :math:`t_0(b, x) = b\,t_0(1, x)`), or ``"general"``.
     Returns the times and a source code per point."""
-    pts = np.broadcast_arrays(*[np.asarray(c, dtype=float) for c in coords])
-    logs = [np.log(np.maximum(p, 1e-30)) for p in pts]
-    locs = [_locate(a, p) for a, p in zip(grid.axes, logs)]
-    out = np.zeros(pts[0].shape if pts else ())
-    for weight, idx in _corners(grid, locs):
-        if np.any(weight):
+    cs = [np.asarray(c, dtype=float) for c in coords]
+    logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
+    locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
+    shape = np.broadcast_shapes(*[c.shape for c in cs])
+    out = np.zeros(shape)
+    if mode == "separable":
+        mesh = np.meshgrid(*[np.exp(a) for a in grid.axes], indexing="ij")
+        latency = grid.values + np.log(roofline(*mesh))
+        for weight, idx in _corners(grid, locs):
+            out = out + weight * latency[idx]
+    else:
+        for weight, idx in _corners(grid, locs):
+            if not np.any(weight):
+                continue
             node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
-            out = out + weight * (grid.values[idx] + np.log(roofline(*node)))
-    clamped = np.zeros(out.shape, dtype=bool)
+            if mode == "linear_first":
+                log_roof = np.log(node[0]) + np.log(roofline(1.0, *node[1:]))
+            else:
+                log_roof = np.log(roofline(*node))
+            out = out + weight * (grid.values[idx] + log_roof)
+    clamped = np.zeros(shape, dtype=bool)
     for _, _, cl, _ in locs:
-        clamped |= cl
+        clamped = clamped | cl
     if clamped.any():
         # coordinates inside the table stay bit-identical, so the correction is exactly 0
-        inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), p)
-                  for lg, a, p, (_, _, cl, _) in zip(logs, grid.axes, pts, locs)]
-        out = out + np.where(clamped, np.log(roofline(*pts)) - np.log(roofline(*inside)), 0.0)
-    return np.exp(out), _source(locs, out.shape)
+        inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
+                  for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
+        if mode == "linear_first":
+            corr = (np.log(cs[0]) - np.log(inside[0]) + np.log(roofline(1.0, *cs[1:]))
+                    - np.log(roofline(1.0, *inside[1:])))
+        else:
+            corr = np.log(roofline(*cs)) - np.log(roofline(*inside))
+        out = out + np.where(clamped, corr, 0.0)
+    return np.exp(out), _source(locs, shape)
 
 
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:

@@ -259,10 +259,10 @@ class Curve:
     grid: G.Grid
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
 
-    def time_s(self, roofline, *coords):
+    def time_s(self, roofline, *coords, mode: str = "general"):
         """The op's time at shape ``coords`` given its pure roofline (a function of the
         coordinates), and a source code per point (:func:`.grid.interpolate_time`)."""
-        t, src = G.interpolate_time(self.grid, list(coords), roofline)
+        t, src = G.interpolate_time(self.grid, list(coords), roofline, mode)
         return t, np.minimum(src, self.group_source).astype(np.int8)
 
     def log_ratio(self, *coords):

@@ -74,17 +74,16 @@ def two_batch_s(costs: list[Cost], L: Layers, phase: str, *, comm_sm_frac: float
     computation (DeepEP normal kernels in prefill).
     """
     staged = {s for comp, comm in STAGES[phase] for s in comp + comm}
+    per = [(c.op.stage, _layer_class(c, L), c.time_s) for c in costs]
     total = 0.0
     for cls, n_layers in ((0, L.n_moe), (1, L.n_dense_ffn)):
         if not n_layers:
             continue
         for comp_stages, comm_stages in STAGES[phase]:
-            comp = sum(c.time_s * _layer_class(c, L)[cls] for c in costs
-                       if c.op.stage in comp_stages)
-            comm = sum(c.time_s * _layer_class(c, L)[cls] for c in costs
-                       if c.op.stage in comm_stages)
-            if comm_sm_frac and any(c.op.stage in comm_stages and _layer_class(c, L)[cls]
-                                    for c in costs):
+            comp = sum(t * w[cls] for st, w, t in per if st in comp_stages and w[cls])
+            comms = [t * w[cls] for st, w, t in per if st in comm_stages and w[cls]]
+            comm = sum(comms)
+            if comm_sm_frac and comms:
                 comp = comp / (1.0 - comm_sm_frac)
             total = total + n_layers * np.maximum(comp, comm)
     rest = sum(c.op.count * c.time_s for c in costs if c.op.stage not in staged)
@@ -96,9 +95,13 @@ def by_resource(costs: list[Cost], micro_batches: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {r: 0.0 for r in ("compute", "memory", "comm", "overhead")}
     for c in costs:
         t = micro_batches * c.op.count * c.time_s
-        if isinstance(c.resource, str):
+        if c.binds_compute is None:
             out[c.resource] = out[c.resource] + t
+        elif np.ndim(c.binds_compute) == 0:
+            key = "compute" if c.binds_compute else "memory"
+            out[key] = out[key] + t
         else:
-            for r in ("compute", "memory"):
-                out[r] = out[r] + np.where(c.resource == r, t, 0.0)
+            on_compute = np.where(c.binds_compute, t, 0.0)
+            out["compute"] = out["compute"] + on_compute
+            out["memory"] = out["memory"] + (t - on_compute)
     return out
