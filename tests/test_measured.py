@@ -249,3 +249,76 @@ def test_composed_mla_block_against_the_measured_module(device):
     assert logs.size > 100
     assert abs(float(np.median(logs))) <= 0.25
     assert float(np.median(np.abs(logs))) <= 0.25
+
+
+# ---- regressions found in review ---------------------------------------------------------------
+
+def _op(ds, phase, name):
+    return ds[f"{phase}_op_time_s"].sel(op=name)
+
+
+def test_sliding_window_prefill_costs_the_window_only():
+    """gpt-oss alternates full and 128-token sliding-window layers: at a 16k prompt a window
+    layer attends ~128 positions per query instead of ~8k, so its attention is far cheaper."""
+    ds = inf.evaluate("gpt-oss-120b", "B200", prompt_len=16384, detail="ops")
+    full, window = float(_op(ds, "prefill", "attention")), float(_op(ds, "prefill", "attention_window"))
+    assert window < full / 20
+
+
+def test_mxfp4_experts_use_the_mxfp4_tables():
+    """gpt-oss ships MXFP4 experts: on B200 they run MXFP4 x MXFP8 kernels, measured at
+    gpt-oss's own expert shape (not NVFP4 at the nearest other shape)."""
+    ds = inf.evaluate("gpt-oss-120b", "B200", batch_size=[1, 64], detail="ops")
+    assert set(ds.decode_op_source.sel(op="moe").values) <= {"measured", "interpolated"}
+
+
+def test_no_op_runs_below_the_device_kernel_floor():
+    """Below the smallest measured shape a kernel keeps its floor: Mixtral's router
+    (n = 8 experts, below the table's smallest n) and DeepEP at 1 token per rank."""
+    hw = inf.load_hardware("H100-SXM")
+    floor = M.tables_for(hw).kernel_floor_s()
+    ds = inf.evaluate("Mixtral-8x7B", hw, tp=4, batch_size=1, detail="ops")
+    assert float(_op(ds, "decode", "router")) / 32 >= floor * (1 - 1e-9)
+    ds = inf.evaluate("DeepSeek-V3", hw, dp=32, ep=32, batch_size=[1, 2], kv_len=2048,
+                      weight_precision="fp8", detail="ops")
+    d = _op(ds, "decode", "dispatch").values
+    assert d[0] >= 0.9 * d[1]
+
+
+def test_attention_precision_selects_the_fp8_prefill_kernel():
+    kw = dict(tp=8, prompt_len=16384, detail="ops")
+    bf = inf.evaluate("Llama-3.1-70B", "H100-SXM", attention_precision="bf16", **kw)
+    f8 = inf.evaluate("Llama-3.1-70B", "H100-SXM", attention_precision="fp8", **kw)
+    assert float(_op(f8, "prefill", "attention")) < 0.9 * float(_op(bf, "prefill", "attention"))
+
+
+def test_mla_down_projection_is_replicated_across_tp():
+    """DeepSeek-V3's q_a + kv_a projection (7168 x 2112) is the same GEMM on every GPU of a
+    TP group: its FLOPs per token do not shrink with tp (2 x 7168 x 2112 per token)."""
+    from inference_factory.engine import geometry as Gm
+    from inference_factory.engine import ops as O
+    from inference_factory.engine.core import STRUCT_AXES
+
+    m, hw = inf.load_model("DeepSeek-V3"), inf.load_hardware("H200-SXM")
+    for tp in (1, 8):
+        g = Gm.validate_struct(m, hw, dict(STRUCT_AXES, tp=tp, weight_precision="fp8"),
+                               inf.load_realism())
+        ops = O.layer_ops(g, Gm.main_layers(m), seqs=1.0, new_tokens=1.0, cached_tokens=1.0,
+                          kv_len=2.0, logit_tokens_per_seq=1.0, phase="decode")
+        qa = next(o for o in ops if o.name == "q_a_kv_a")
+        assert float(qa.flop) == pytest.approx(2 * 7168 * 2112)
+
+
+def test_a_moe_draft_model_has_its_own_placement():
+    from inference_factory.engine import geometry as Gm
+    from inference_factory.engine.core import STRUCT_AXES
+
+    hw = inf.load_hardware("H200-SXM")
+    g = Gm.validate_struct(inf.load_model("DeepSeek-V3"), hw,
+                           dict(STRUCT_AXES, dp=8, ep=8, weight_precision="fp8"), inf.load_realism())
+    draft = inf.load_model("Qwen3-30B-A3B")
+    d = Gm.for_draft(g, draft)
+    pop = kmoe.zipf_popularity(n_experts=draft.n_routed_experts, skew=g.skew)
+    assert d.placement_imbalance == pytest.approx(
+        kmoe.rank_load_imbalance(popularity=pop, n_ranks=8))
+    assert d.overlap == "none" and d.m is draft

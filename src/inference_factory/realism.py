@@ -204,7 +204,8 @@ def _parse_realism(p: Path) -> Realism:
     ms.done()
     ok = t.table("other_kernels")
     kw["other_kernels"] = {k: ok.get(k, float, minimum=0.0)
-                           for k in ("mla", "gqa", "ffn", "moe", "per_quantized_gemm_group")}
+                           for k in ("mla", "gqa", "ffn", "moe", "shared_expert",
+                                     "per_quantized_gemm_group")}
     ok.done()
     ex = t.table("experts")
     kw["default_expert_skew"] = ex.get("default_skew", float, minimum=0.0)

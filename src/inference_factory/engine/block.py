@@ -15,8 +15,8 @@ from ..specs import ModelSpec
 from . import grid as G
 from . import schedule as S
 from .cost import Cost, cost_ops
-from .geometry import (Geom, Layers, activation_bytes_per_token, main_layers, mtp_layers,
-                       weight_bytes_per_gpu)
+from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
+                       mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops
 
 RESOURCES = ("compute", "memory", "comm", "overhead")
@@ -68,7 +68,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
                       kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
     # a draft pass is a single micro-batch: nothing to overlap its communication with
     if np.any(np.asarray(d) > 0):
-        dg = replace(g, m=draft, overlap="none") if draft is not None else replace(g, overlap="none")
+        dg = for_draft(g, draft) if draft is not None else replace(g, overlap="none")
         dL = main_layers(draft) if draft is not None else mtp_layers(m)
         dpass = run_pass(dg, dL, seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0, kv_len=ctx,
                          logit_tokens_per_seq=1.0, phase="decode")

@@ -100,7 +100,9 @@ def _measured(g: Geom, op: Op):
                 # attention rooflines carry per-point draft / prefix lengths and are linear
                 # in the number of sequences; the others depend on their coordinates only
                 mode = "linear_first" if op.rate == "attention" else "separable"
-                return curve.time_s(op.pure_fn, *op.coords, mode=mode)
+                t, src = curve.time_s(op.pure_fn, *op.coords, mode=mode)
+                # no kernel runs faster than the fastest one measured on the device
+                return np.maximum(t, tabs.kernel_floor_s()), src
     return None, G.ROOFLINE
 
 
@@ -108,7 +110,10 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
     """Realistic roofline of one op: achieved fractions of peak (configs/realism.toml)."""
     rl, hw = g.rl, g.hw
     if op.rate == "attention":
-        tf = t_flop / rl.attn_compute_frac_for(g.kvprec)
+        # an FP8 cache slows the decode kernel (dequantisation per KV read); prefill attends
+        # over freshly computed BF16 keys and values
+        kv = g.kvprec if op.family.endswith("_decode") else "bf16"
+        tf = t_flop / rl.attn_compute_frac_for(kv)
         tb = t_byte / rl.attn_hbm_frac
     else:
         m_tokens = op.m_tokens
@@ -138,13 +143,13 @@ def _other(g: Geom, op: Op) -> Cost:
     t_byte = op.hbm_bytes / hw.hbm_bw_bytes_per_s
     if rl.is_ideal:         # the pure roofline has no per-kernel cost
         return Cost(op, t_byte, "memory", G.ROOFLINE)
+    t_elem = (op.hbm_bytes + op.comm["elementwise_bytes"]) / hw.hbm_bw_bytes_per_s
     tabs = tables_for(hw) if rl.measured else None
     if tabs is not None and tabs.has("gemm"):
         floor = tabs.kernel_floor_s()
-        t_elem = (op.hbm_bytes + op.comm["elementwise_bytes"]) / hw.hbm_bw_bytes_per_s
         return Cost(op, op.comm["kernels"] * floor + t_elem / rl.weight_hbm_frac, "overhead",
                     G.EXTRAPOLATED)
-    return Cost(op, rl.layer_overhead_s + 0.0 * t_byte, "overhead", G.ROOFLINE)
+    return Cost(op, rl.layer_overhead_s + t_elem / rl.weight_hbm_frac, "overhead", G.ROOFLINE)
 
 
 def _comm(g: Geom, op: Op) -> Cost:
@@ -180,15 +185,20 @@ def _comm(g: Geom, op: Op) -> Cost:
     k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
     if not rl.is_ideal and rl.measured:
+        # the busiest rank moves `busiest` x the mean tokens: read the table there, so its
+        # fixed latency is paid once and only the traffic grows
         t, src = _measured_comm(
-            g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b, phase=c["phase"]) * busiest)
+            g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b, phase=c["phase"]),
+            coords=(tokens * busiest,))
         if t is not None:
             return Cost(op, t, "comm", src)
     if not rl.is_ideal and rl.routing and g.ep > 1:
         busiest = busiest * kmoe.routing_fluctuation_factor(
             # the busiest rank's receive load: the same routed pairs as its grouped GEMM
             mean_tokens_per_rank=tokens * g.tp * g.dp * k / g.ep, n_ranks=g.ep)
-    c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
+    copies_up = (kcomm.ep_copies_per_token_scale_up_per_rank if c["phase"] == "prefill"
+                 else kcomm.ep_copies_per_token_scale_up)
+    c_up = copies_up(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
     copies_out = (kcomm.ep_copies_per_token_scale_out if c["phase"] == "prefill"
                   else kcomm.ep_copies_per_token_scale_out_per_expert)
     c_out = copies_out(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
@@ -201,11 +211,11 @@ def _comm(g: Geom, op: Op) -> Cost:
     return Cost(op, t, "comm", G.ROOFLINE)
 
 
-def _measured_comm(g: Geom, op: Op, pure_fn):
+def _measured_comm(g: Geom, op: Op, pure_fn, coords=None):
     tabs = tables_for(g.hw)
     if tabs is None or not tabs.has(op.family):
         return None, G.ROOFLINE
     curve = tabs.curve(op.family, op.keys, op.nearest)
     if curve is None:
         return None, G.ROOFLINE
-    return curve.time_s(pure_fn, *op.coords, mode="separable")
+    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable")

@@ -5,7 +5,7 @@ busiest rank's load, weight and activation memory per GPU."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -128,6 +128,19 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
                 bins=bins)
 
 
+def for_draft(g: Geom, draft: ModelSpec) -> Geom:
+    """The block's choices applied to a separate draft model: one micro-batch, and the
+    draft's own expert popularity (at the block's skew) and placement if it is an MoE."""
+    pop = _popularity(draft, None, g.skew)
+    imbalance, bins = (1.0, ())
+    if draft.is_moe:
+        imbalance, bins = expert_placement(draft.n_routed_experts, draft.experts_per_token,
+                                           pop, g.ep, 0)
+    return replace(g, m=draft, overlap="none", redundant=0,
+                   popularity=None if pop is None else tuple(pop),
+                   placement_imbalance=imbalance, bins=bins)
+
+
 def _popularity(m: ModelSpec, popularity, skew: float) -> np.ndarray | None:
     if not m.is_moe:
         return None
@@ -209,6 +222,10 @@ def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     hb = units.BYTES_PER_ELEMENT[g.head_precision]
     dense = m.n_dense_path_params * wb / g.tp
+    if m.is_mla and g.tp > 1:
+        # MLA's latent down-projections are replicated, not split, across the TP group
+        down = m.hidden_size * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)
+        dense += m.n_layers * down * wb * (1.0 - 1.0 / g.tp)
     heads = (m.n_embedding_params + m.n_lm_head_params) * hb / g.tp
     experts = 0.0
     if m.is_moe:

@@ -134,7 +134,8 @@ def interpolate_time(grid: Grid, coords: list, roofline,
     .. math:: \ln t(x) = \sum_c w_c \left[\ln \eta_c + \ln t_0(x_c)\right]
               + \ln t_0(x) - \ln t_0(\bar x)
 
-    with :math:`\bar x` the shape clamped to the table. Interpolating latencies rather than
+    with :math:`\bar x` the shape clamped to the table (the correction only ever raises the
+    time: below the smallest measured shape the edge latency holds). Interpolating latencies rather than
     ratios keeps a time that grows with the shape between measured shapes (the roofline
     bends between them). ``roofline`` maps shape coordinates (broadcastable arrays) to
     seconds. ``mode`` says what it depends on, so that it is evaluated on as few points as
@@ -174,7 +175,9 @@ def interpolate_time(grid: Grid, coords: list, roofline,
                     - np.log(roofline(1.0, *inside[1:])))
         else:
             corr = np.log(roofline(*cs)) - np.log(roofline(*inside))
-        out = out + np.where(clamped, corr, 0.0)
+        # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
+        # latency rather than shrinking with its roofline
+        out = out + np.where(clamped, np.maximum(corr, 0.0), 0.0)
     return np.exp(out), _source(locs, shape)
 
 

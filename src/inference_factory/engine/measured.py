@@ -32,7 +32,10 @@ from . import grid as G
 
 #: dtype names of the tables -> (our precision for the peak, bytes per element)
 DTYPES = {"bf16": ("bf16", 2.0), "fp8": ("fp8", 1.0), "fp8_block": ("fp8", 1.0),
-          "nvfp4": ("fp4", units.BYTES_PER_ELEMENT["fp4"])}
+          "nvfp4": ("fp4", units.BYTES_PER_ELEMENT["fp4"]),
+          # MXFP4 weights with MXFP8 activations (FP8 tensor cores) or BF16 activations
+          "w4a8_mxfp4_mxfp8": ("fp8", units.BYTES_PER_ELEMENT["fp4"]),
+          "w4a16_mxfp4": ("bf16", units.BYTES_PER_ELEMENT["fp4"])}
 
 #: DeepSeek-V3 MLA dimensions: the shapes AIConfigurator's MLA tables were collected at
 #: (models/DeepSeek-V3.toml); a model with other MLA dims takes these tables' efficiency.
@@ -99,9 +102,17 @@ def gqa_decode_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, kv_len
     return attention_roofline_s(hw, flop=flop, kv_bytes=kv, io_bytes=io)
 
 
-def gqa_prefill_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, isl, cached=0.0):
+def gqa_prefill_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, isl, cached=0.0,
+                           window=None):
+    """Causal prefill of ``isl`` new tokens after ``cached`` ones; with ``window`` each query
+    sees at most that many positions (sliding-window layers)."""
     b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
-    pos = katt.causal_attended_positions(new_tokens=isl, cached_tokens=cached)
+    if window is None:
+        pos = katt.causal_attended_positions(new_tokens=isl, cached_tokens=cached)
+    else:
+        pos = katt.windowed_attended_positions(new_tokens=isl, cached_tokens=cached,
+                                               window_tokens=window)
+        cached = np.minimum(cached, window)
     flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                             head_dim_qk=head_dim, head_dim_v=head_dim)
     kv = batch * (isl + cached) * 2.0 * kv_heads * head_dim * b
@@ -132,12 +143,14 @@ def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem, *, pha
                    domain_gpus=None):
     """EP dispatch or combine of one rank at the link peaks: copies of each token to the
     ranks of its top-k experts over NVLink inside the ``domain_gpus`` domain and over the NIC
-    beyond it (one copy per remote node in prefill's normal kernels, one per remote expert in
-    decode's low-latency kernels), the two levels concurrent (kernels.comm)."""
+    beyond it (prefill's normal kernels: one copy per destination rank in the domain and per
+    remote node; decode's low-latency kernels: one per remote expert), the two levels
+    concurrent (kernels.comm)."""
     dom = hw.scale_up_domain_gpus if domain_gpus is None else domain_gpus
     per_copy = tokens_per_rank * hidden * bytes_per_elem
-    c_up = kcomm.ep_copies_per_token_scale_up(experts_per_token=topk, n_ranks=ep,
-                                              domain_gpus=dom)
+    copies_up = (kcomm.ep_copies_per_token_scale_up_per_rank if phase == "prefill"
+                 else kcomm.ep_copies_per_token_scale_up)
+    c_up = copies_up(experts_per_token=topk, n_ranks=ep, domain_gpus=dom)
     copies_out = (kcomm.ep_copies_per_token_scale_out if phase == "prefill"
                   else kcomm.ep_copies_per_token_scale_out_per_expert)
     c_out = copies_out(experts_per_token=topk, n_ranks=ep, domain_gpus=dom)
@@ -211,7 +224,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("attention_decode", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
            ("batch_size", "kv_len"), "latency_us", gqa_decode_roofline_s,
            ("kv_dtype", "num_heads", "num_kv_heads", "head_dim", "batch_size", "kv_len")),
-    Family("attention_prefill", ("kv_dtype", "head_dim"), ("num_heads", "num_kv_heads"),
+    Family("attention_prefill", ("kv_dtype", "head_dim", "attn_dtype"), ("num_heads", "num_kv_heads"),
            ("batch_size", "isl"), "latency_us", gqa_prefill_roofline_s,
            ("kv_dtype", "num_heads", "num_kv_heads", "head_dim", "batch_size", "isl")),
     Family("moe", ("dtype",), _MOE_KEYS + ("moe_tp", "moe_ep"), ("num_tokens",), "latency_us",
@@ -239,7 +252,7 @@ _FILES = {
     "mla_decode": ("mla_decode.csv", None),
     "mla_prefill": ("mla_prefill.csv", None),
     "attention_decode": ("attention_decode.csv", None),
-    "attention_prefill": ("attention_prefill.csv", ("attn_dtype", "bf16")),
+    "attention_prefill": ("attention_prefill.csv", None),
     "moe": ("moe.csv", ("distribution", "uniform")),
     "moe_wideep": ("moe_wideep.csv", ("distribution", "uniform")),
     "dispatch_ll": ("deepep_ll.csv", None),

@@ -44,12 +44,17 @@ class Op:
     fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
 
 
-def gemm_dtype(prec: str, native: str) -> str:
+def gemm_dtype(prec: str, native: str, hw=None) -> str:
     """Measured-table dtype of a GEMM: FP8 weights that ship in FP8 use DeepSeek's 128-block
-    scaling (DeepGEMM, ``fp8_block``); FP8 quantised from 16 bits uses per-tensor scales."""
+    scaling (DeepGEMM, ``fp8_block``); FP8 quantised from 16 bits uses per-tensor scales.
+    FP4 weights that ship as MXFP4 (gpt-oss) run MXFP4 x MXFP8 kernels where the device has
+    FP8 tensor cores (else MXFP4 x BF16); FP4 quantised from more bits uses NVFP4."""
     if prec == "fp8":
         return "fp8_block" if native == "fp8" else "fp8"
     if prec == "fp4":
+        if native == "fp4":
+            return ("w4a8_mxfp4_mxfp8" if hw is None or "fp8" in hw.dense_flop_per_s
+                    else "w4a16_mxfp4")
         return "nvfp4"
     return "bf16"
 
@@ -77,11 +82,11 @@ def _bmm_fn(hw, dtype, heads, k_dim, n_dim):
     return lambda t_: bmm_roofline_s(hw, dtype, t_, heads, k_dim, n_dim)
 
 
-def _prefill_fn(roofline, head, new_tokens, cached_tokens):
+def _prefill_fn(roofline, head, new_tokens, cached_tokens, **kw):
     """Prefill attention roofline as a function of (prompts, total length S), keeping the
     point's split of S into new and cached tokens."""
     f_new = new_tokens / (new_tokens + cached_tokens)
-    return lambda b_, s_: roofline(*head, b_, s_ * f_new, s_ * (1.0 - f_new))
+    return lambda b_, s_: roofline(*head, b_, s_ * f_new, s_ * (1.0 - f_new), **kw)
 
 
 def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
@@ -108,8 +113,10 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     # ---- attention block ------------------------------------------------------------------
     if m.is_mla:
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        fused_n = (m.q_lora_rank or m.n_q_heads * qk) + m.kv_lora_rank + m.qk_rope_head_dim
-        ops.append(_gemm(g, "q_a_kv_a", "attn0", L.n_total, T, fused_n / tp, h, wp))
+        # the latent down-projections are replicated on every GPU of a TP group (SGLang,
+        # vLLM); without a query latent the query projection is split by heads
+        fused_n = (m.q_lora_rank or heads * qk) + m.kv_lora_rank + m.qk_rope_head_dim
+        ops.append(_gemm(g, "q_a_kv_a", "attn0", L.n_total, T, fused_n, h, wp))
         if m.q_lora_rank:
             ops.append(_gemm(g, "q_b", "attn0", L.n_total, T, heads * qk, m.q_lora_rank, wp))
         if phase == "decode":
@@ -159,7 +166,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     else:
         d = m.head_dim_qk
         kvh = max(m.n_kv_heads / tp, 1.0)
-        qkv_n = (m.n_q_heads * m.head_dim_qk + m.n_kv_heads * (m.head_dim_qk + m.head_dim_v)) / tp
+        # KV heads are replicated where TP exceeds their count
+        qkv_n = m.n_q_heads * m.head_dim_qk / tp + kvh * (m.head_dim_qk + m.head_dim_v)
         ops.append(_gemm(g, "qkv", "attn0", L.n_total, T, qkv_n, h, wp))
         kvb_layer = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
         for name, count, window in (("attention", n_full, None),
@@ -185,16 +193,18 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                            window_tokens=window))
                 # efficiency of a causal kernel over the whole prompt: with a cached prefix
                 # the same kernel runs fewer queries against the same keys
-                fam, coords = "attention_prefill", (seqs, new_tokens + ctx)
+                fam, coords = "attention_prefill", (seqs, new_tokens + cached_tokens)
                 pure = _prefill_fn(M.gqa_prefill_roofline_s, (hw, kv_dtype, heads, kvh, d),
-                                   new_tokens, ctx)
+                                   new_tokens, cached_tokens, window=window)
                 nbytes = T * kvb_layer + seqs * ctx * kvb_layer
             flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                                    head_dim_qk=m.head_dim_qk,
                                                    head_dim_v=m.head_dim_v)
+            keys = {"kv_dtype": kv_dtype, "head_dim": d}
+            if phase == "prefill":     # the prefill tables hold BF16 and FP8 attention math
+                keys["attn_dtype"] = "fp8" if g.aprec in ("fp8", "fp4") else "bf16"
             ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
-                          precision=g.aprec, rate="attention", family=fam,
-                          keys={"kv_dtype": kv_dtype, "head_dim": d},
+                          precision=g.aprec, rate="attention", family=fam, keys=keys,
                           nearest={"num_heads": heads, "num_kv_heads": kvh},
                           coords=coords, pure_fn=pure))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, m.n_q_heads * m.head_dim_v / tp, wp))
@@ -252,7 +262,7 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     from .measured import moe_roofline_s
 
     m = g.m
-    dtype = gemm_dtype(g.eprec, m.expert_precision)
+    dtype = gemm_dtype(g.eprec, m.expert_precision, g.hw)
     tokens = T * g.dp                         # unique tokens entering the EP group
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
@@ -287,6 +297,7 @@ def other_kernel_count(g: Geom, L: Layers) -> float:
     per_layer = ok["mla"] if g.m.is_mla else ok["gqa"]
     quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
     n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
+    moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)
     ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
-           + L.n_moe * (ok["moe"] + quant * ok["per_quantized_gemm_group"]))
+           + L.n_moe * (moe + quant * ok["per_quantized_gemm_group"]))
     return n + ffn / max(L.n_total, 1)

@@ -31,6 +31,19 @@ def ep_copies_per_token_scale_up(*, experts_per_token, n_ranks, domain_gpus):
     return experts_per_token * (np.minimum(n, domain_gpus) - 1.0) / n
 
 
+def ep_copies_per_token_scale_up_per_rank(*, experts_per_token, n_ranks, domain_gpus):
+    r"""Copies of one token sent over scale-up links when each destination RANK gets one copy
+    however many of its experts the token picked (DeepEP's normal kernels, used in prefill).
+
+    .. math:: c_{up} = (\min(n, D) - 1)\left[1 - \left(1 - \frac{1}{n}\right)^{k}\right]
+
+    Each of the other min(n, D) - 1 ranks of the sender's domain hosts at least one of the k
+    experts with probability 1 - (1 - 1/n)^k under uniform routing (experts spread evenly).
+    """
+    n = np.maximum(n_ranks, 1.0)
+    return (np.minimum(n, domain_gpus) - 1.0) * (1.0 - (1.0 - 1.0 / n) ** experts_per_token)
+
+
 def ep_copies_per_token_scale_out(*, experts_per_token, n_ranks, domain_gpus):
     r"""Copies of one token an EP dispatch sends over the scale-out NIC, deduplicated per
     destination node.
