@@ -162,6 +162,7 @@ def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, lis
             names.append(c.op.name)
             times.append(p["mb"] * c.op.count * c.time_s)
             res.append(c.resource_label())
-            src.append(np.asarray(G.SOURCES, dtype=object)[np.asarray(c.source, dtype=int)])
+            code = c.source() if callable(c.source) else c.source
+            src.append(np.asarray(G.SOURCES, dtype=object)[np.asarray(code, dtype=int)])
         out[phase] = (names, times, res, src)
     return out

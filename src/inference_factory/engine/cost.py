@@ -26,7 +26,8 @@ from .ops import Op
 @dataclass
 class Cost:
     """Time of one call of an op (per micro-batch), the resource it is charged to, and
-    where the time came from (a :data:`.grid.SOURCES` code, scalar or per point)."""
+    where the time came from (a :data:`.grid.SOURCES` code, scalar or per point, or a
+    function returning them)."""
 
     op: Op
     time_s: Any
@@ -48,22 +49,22 @@ def cost_ops(g: Geom, ops: list[Op]) -> list[Cost]:
 
 
 def cost_op(g: Geom, op: Op) -> Cost:
-    c = _cost_op(g, op)
-    if op.stream == "compute":
-        c.flop_s = op.flop / g.hw.flop_per_s(op.precision) if op.rate != "other" else 0.0
-        c.byte_s = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
+    """Cost of one op, with its pure-roofline parts (FLOPs / peak, bytes / peak bandwidth)."""
+    if op.stream == "comm":
+        return _comm(g, op)
+    t_byte = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
+    if op.name == "other_kernels":
+        c = _other(g, op)
+        c.byte_s = t_byte
+        return c
+    t_flop = op.flop / g.hw.flop_per_s(op.precision)
+    c = _compute_op(g, op, t_flop, t_byte)
+    c.flop_s, c.byte_s = t_flop, t_byte
     return c
 
 
-def _cost_op(g: Geom, op: Op) -> Cost:
-    rl, hw = g.rl, g.hw
-    if op.stream == "comm":
-        return _comm(g, op)
-    if op.name == "other_kernels":
-        return _other(g, op)
-    peak = hw.flop_per_s(op.precision)
-    t_flop = op.flop / peak
-    t_byte = _op_bytes(g, op) / hw.hbm_bw_bytes_per_s
+def _compute_op(g: Geom, op: Op, t_flop, t_byte) -> Cost:
+    rl = g.rl
     compute = np.asarray(t_flop) >= np.asarray(t_byte)
     compute = compute.item() if compute.ndim == 0 else compute
     resource = "compute-or-memory"

@@ -90,15 +90,16 @@ def _locate(axis: np.ndarray, x):
     return i, w, clamped, on & ~clamped
 
 
-def _corners(grid: Grid, locs):
-    """(weight, index tuple) of each corner of the cells the points fall in."""
+def _corners(grid: Grid, locs, with_corner: bool = False):
+    """(weight, index tuple) of each corner of the cells the points fall in (and the corner's
+    0/1 pattern when ``with_corner``)."""
     for corner in itertools.product((0, 1), repeat=len(locs)):
         weight = 1.0
         idx = []
         for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
             weight = weight * (w if c else 1.0 - w)
             idx.append(np.minimum(i + c, axis.size - 1))
-        yield weight, tuple(idx)
+        yield (weight, tuple(idx), corner) if with_corner else (weight, tuple(idx))
 
 
 def _source(locs, shape) -> np.ndarray:
@@ -142,7 +143,8 @@ def interpolate_time(grid: Grid, coords: list, roofline,
     possible: ``"separable"`` (the coordinates only: the latencies are computed once on the
     table's nodes), ``"linear_first"`` (proportional to the first coordinate, e.g. attention
     over a batch of sequences: :math:`t_0(b, x) = b\,t_0(1, x)`), or ``"general"``.
-    Returns the times and a source code per point."""
+    Returns the times and a function giving the source code per point (computed only when
+    asked for: ``detail="ops"``)."""
     cs = [np.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
@@ -154,12 +156,15 @@ def interpolate_time(grid: Grid, coords: list, roofline,
         for weight, idx in _corners(grid, locs):
             out = out + weight * latency[idx]
     else:
-        for weight, idx in _corners(grid, locs):
+        rest: dict[tuple, np.ndarray] = {}    # linear_first: t0(1, x_1..) per corner of x_1..
+        for weight, idx, corner in _corners(grid, locs, with_corner=True):
             if not np.any(weight):
                 continue
             node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
             if mode == "linear_first":
-                log_roof = np.log(node[0]) + np.log(roofline(1.0, *node[1:]))
+                if corner[1:] not in rest:
+                    rest[corner[1:]] = np.log(roofline(1.0, *node[1:]))
+                log_roof = np.log(node[0]) + rest[corner[1:]]
             else:
                 log_roof = np.log(roofline(*node))
             out = out + weight * (grid.values[idx] + log_roof)
@@ -178,7 +183,7 @@ def interpolate_time(grid: Grid, coords: list, roofline,
         # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
         # latency rather than shrinking with its roofline
         out = out + np.where(clamped, np.maximum(corr, 0.0), 0.0)
-    return np.exp(out), _source(locs, shape)
+    return np.exp(out), lambda: _source(locs, shape)
 
 
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:

@@ -274,9 +274,10 @@ class Curve:
 
     def time_s(self, roofline, *coords, mode: str = "general"):
         """The op's time at shape ``coords`` given its pure roofline (a function of the
-        coordinates), and a source code per point (:func:`.grid.interpolate_time`)."""
+        coordinates), and a function giving the source code per point
+        (:func:`.grid.interpolate_time`)."""
         t, src = G.interpolate_time(self.grid, list(coords), roofline, mode)
-        return t, np.minimum(src, self.group_source).astype(np.int8)
+        return t, lambda: np.minimum(src(), self.group_source).astype(np.int8)
 
     def log_ratio(self, *coords):
         """ln(measured / roofline) at shape coordinates (not logs) and a source code each."""
