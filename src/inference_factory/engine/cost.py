@@ -45,25 +45,26 @@ class Cost:
 
 
 def cost_ops(g: Geom, ops: list[Op]) -> list[Cost]:
-    return [cost_op(g, op) for op in ops]
+    memo: dict = {}       # table locations shared by the ops of this pass
+    return [cost_op(g, op, memo) for op in ops]
 
 
-def cost_op(g: Geom, op: Op) -> Cost:
+def cost_op(g: Geom, op: Op, memo: dict | None = None) -> Cost:
     """Cost of one op, with its pure-roofline parts (FLOPs / peak, bytes / peak bandwidth)."""
     if op.stream == "comm":
-        return _comm(g, op)
+        return _comm(g, op, memo)
     t_byte = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
     if op.name == "other_kernels":
         c = _other(g, op)
         c.byte_s = t_byte
         return c
     t_flop = op.flop / g.hw.flop_per_s(op.precision)
-    c = _compute_op(g, op, t_flop, t_byte)
+    c = _compute_op(g, op, t_flop, t_byte, memo)
     c.flop_s, c.byte_s = t_flop, t_byte
     return c
 
 
-def _compute_op(g: Geom, op: Op, t_flop, t_byte) -> Cost:
+def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
     rl = g.rl
     compute = np.asarray(t_flop) >= np.asarray(t_byte)
     compute = compute.item() if compute.ndim == 0 else compute
@@ -73,7 +74,7 @@ def _compute_op(g: Geom, op: Op, t_flop, t_byte) -> Cost:
                     binds_compute=compute)
     t, src = None, G.ROOFLINE
     if rl.measured and op.family and op.pure_fn is not None:
-        t, src = _measured(g, op)
+        t, src = _measured(g, op, memo)
     if t is None:
         t = _roofline(g, op, t_flop, t_byte)
     return Cost(op, t, resource, src, binds_compute=compute)
@@ -89,7 +90,7 @@ def _op_bytes(g: Geom, op: Op):
     return distinct * per_expert * op.comm["weight_bytes"]
 
 
-def _measured(g: Geom, op: Op):
+def _measured(g: Geom, op: Op, memo=None):
     tabs = tables_for(g.hw)
     if tabs is None:
         return None, G.ROOFLINE
@@ -98,10 +99,7 @@ def _measured(g: Geom, op: Op):
         if tabs.has(family):
             curve = tabs.curve(family, keys, nearest, op.fixed)
             if curve is not None:
-                # attention rooflines carry per-point draft / prefix lengths and are linear
-                # in the number of sequences; the others depend on their coordinates only
-                mode = "linear_first" if op.rate == "attention" else "separable"
-                t, src = curve.time_s(op.pure_fn, *op.coords, mode=mode)
+                t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo)
                 # no kernel runs faster than the fastest one measured on the device
                 return np.maximum(t, tabs.kernel_floor_s()), src
     return None, G.ROOFLINE
@@ -153,7 +151,7 @@ def _other(g: Geom, op: Op) -> Cost:
     return Cost(op, rl.layer_overhead_s + t_elem / rl.weight_hbm_frac, "overhead", G.ROOFLINE)
 
 
-def _comm(g: Geom, op: Op) -> Cost:
+def _comm(g: Geom, op: Op, memo=None) -> Cost:
     rl, hw, m = g.rl, g.hw, g.m
     c = op.comm
     up_bw = hw.scale_up_bw_bytes_per_s * rl.up_frac
@@ -169,7 +167,8 @@ def _comm(g: Geom, op: Op) -> Cost:
                             scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s,
                             scale_up_latency_s=0.0, scale_out_latency_s=0.0), "comm", G.ROOFLINE)
         if g.tp <= dom and rl.measured:
-            t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, g.tp))
+            t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, g.tp),
+                                    memo=memo)
             if t is not None:
                 return Cost(op, t, "comm", src)
         if g.tp <= dom:
@@ -212,11 +211,11 @@ def _comm(g: Geom, op: Op) -> Cost:
     return Cost(op, t, "comm", G.ROOFLINE)
 
 
-def _measured_comm(g: Geom, op: Op, pure_fn, coords=None):
+def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None):
     tabs = tables_for(g.hw)
     if tabs is None or not tabs.has(op.family):
         return None, G.ROOFLINE
     curve = tabs.curve(op.family, op.keys, op.nearest)
     if curve is None:
         return None, G.ROOFLINE
-    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable")
+    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable", memo=memo)

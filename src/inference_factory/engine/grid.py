@@ -76,18 +76,21 @@ def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
 
 
 def _locate(axis: np.ndarray, x):
-    """Lower cell index, weight of the upper neighbour, clamped flag, on-node flag."""
+    """Lower cell index, weight of the upper neighbour, clamped flag, and a function giving
+    the on-node flag (only needed for source labels)."""
     x = np.asarray(x, dtype=float)
     if axis.size == 1:
-        zero = np.zeros(x.shape, dtype=np.intp)
         off = np.abs(x - axis[0]) > _ON_NODE
-        return zero, np.zeros(x.shape), off, ~off
+        return np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape), off, lambda: ~off
     xc = np.clip(x, axis[0], axis[-1])
     clamped = (x < axis[0] - _ON_NODE) | (x > axis[-1] + _ON_NODE)
     i = np.clip(np.searchsorted(axis, xc, side="right") - 1, 0, axis.size - 2)
     w = (xc - axis[i]) / (axis[i + 1] - axis[i])
-    on = (np.abs(xc - axis[i]) <= _ON_NODE) | (np.abs(xc - axis[i + 1]) <= _ON_NODE)
-    return i, w, clamped, on & ~clamped
+
+    def on_node():
+        on = (np.abs(xc - axis[i]) <= _ON_NODE) | (np.abs(xc - axis[i + 1]) <= _ON_NODE)
+        return on & ~clamped
+    return i, w, clamped, on_node
 
 
 def _corners(grid: Grid, locs, with_corner: bool = False):
@@ -107,7 +110,7 @@ def _source(locs, shape) -> np.ndarray:
     on_node = np.ones(shape, dtype=bool)
     for _, _, cl, on in locs:
         clamped = clamped | cl
-        on_node = on_node & on
+        on_node = on_node & on()
     return np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED)).astype(np.int8)
 
 
@@ -124,8 +127,8 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     return out, _source(locs, out.shape)
 
 
-def interpolate_time(grid: Grid, coords: list, roofline,
-                     mode: str = "general") -> tuple[np.ndarray, np.ndarray]:
+def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
+                     memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""An operation's time from a grid of ln(measured / roofline) and its own roofline.
 
     Inside the measured range the implied latencies of the cell's corner shapes,
@@ -143,8 +146,12 @@ def interpolate_time(grid: Grid, coords: list, roofline,
     possible: ``"separable"`` (the coordinates only: the latencies are computed once on the
     table's nodes), ``"linear_first"`` (proportional to the first coordinate, e.g. attention
     over a batch of sequences: :math:`t_0(b, x) = b\,t_0(1, x)`), or ``"general"``.
+    ``memo`` (a dict living for one pass) shares the location of a coordinate array in an
+    axis between the ops that use both (the GEMMs of a pass share their M).
     Returns the times and a function giving the source code per point (computed only when
     asked for: ``detail="ops"``)."""
+    if mode == "separable" and len(grid.axes) == 1:
+        return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo)
     cs = [np.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
@@ -171,7 +178,14 @@ def interpolate_time(grid: Grid, coords: list, roofline,
     clamped = np.zeros(shape, dtype=bool)
     for _, _, cl, _ in locs:
         clamped = clamped | cl
-    if clamped.any():
+    if clamped.any() and mode == "separable":
+        # only the clamped points, as the roofline has no per-point parameter
+        out = np.array(out, dtype=float)
+        sub = [np.broadcast_to(c, shape)[clamped] for c in cs]
+        inside = [np.exp(np.clip(np.log(np.maximum(c, 1e-30)), a[0], a[-1]))
+                  for c, a in zip(sub, grid.axes)]
+        out[clamped] += np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
+    elif clamped.any():
         # coordinates inside the table stay bit-identical, so the correction is exactly 0
         inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
                   for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
@@ -184,6 +198,33 @@ def interpolate_time(grid: Grid, coords: list, roofline,
         # latency rather than shrinking with its roofline
         out = out + np.where(clamped, np.maximum(corr, 0.0), 0.0)
     return np.exp(out), lambda: _source(locs, shape)
+
+
+def _interpolate_time_1d(axis, values, x, roofline, memo=None):
+    """:func:`interpolate_time` for one shape axis and a roofline of the coordinate only: the
+    same rule, linear in log space over the nodes' implied latencies (held at the lower edge),
+    plus the roofline's growth above the upper edge."""
+    key = (axis.tobytes(), id(x))      # tables of one family share their axes
+    if memo is not None and key in memo:
+        _, x, log_x, frac, above = memo[key]
+    else:
+        x = np.asarray(x, dtype=float)
+        log_x = np.log(np.maximum(x, 1e-30))
+        # fractional node index of each point (held at the edges): linear in log x
+        frac = np.interp(log_x, axis, np.arange(axis.size, dtype=float))
+        above = log_x > axis[-1] + _ON_NODE
+        above = above if above.any() else None
+        if memo is not None:
+            memo[key] = (axis, x, log_x, frac, above)
+    latency = values + np.log(roofline(np.exp(axis)))
+    out = np.array(np.interp(frac, np.arange(axis.size, dtype=float), latency), dtype=float)
+    if above is not None:
+        # above the table the time follows the op's roofline (only those points evaluated)
+        top = np.exp(axis[-1])
+        xa = np.broadcast_to(x, out.shape)[above]
+        grow = np.log(roofline(xa)) - np.log(roofline(top))
+        out[above] += np.maximum(grow, 0.0)
+    return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x))
 
 
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
@@ -199,5 +240,5 @@ def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
     fixed_src = MEASURED
     for i, v in fixed.items():
         _, _, cl, on = _locate(grid.axes[i], np.asarray(v))
-        fixed_src = min(fixed_src, EXTRAPOLATED if cl else (MEASURED if on else INTERPOLATED))
+        fixed_src = min(fixed_src, EXTRAPOLATED if cl else (MEASURED if on() else INTERPOLATED))
     return Grid(tuple(grid.axes[i] for i in keep), vals), fixed_src

@@ -272,11 +272,11 @@ class Curve:
     grid: G.Grid
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
 
-    def time_s(self, roofline, *coords, mode: str = "general"):
+    def time_s(self, roofline, *coords, mode: str = "general", memo: dict | None = None):
         """The op's time at shape ``coords`` given its pure roofline (a function of the
         coordinates), and a function giving the source code per point
         (:func:`.grid.interpolate_time`)."""
-        t, src = G.interpolate_time(self.grid, list(coords), roofline, mode)
+        t, src = G.interpolate_time(self.grid, list(coords), roofline, mode, memo)
         return t, lambda: np.minimum(src(), self.group_source).astype(np.int8)
 
     def log_ratio(self, *coords):

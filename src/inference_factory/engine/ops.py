@@ -42,6 +42,7 @@ class Op:
     pure_fn: Any = None          # pure roofline as a function of ``coords`` (table formula)
     comm: dict = field(default_factory=dict)     # comm ops: parameters of the link model
     fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
+    roof_mode: str = "separable"  # what pure_fn depends on (grid.interpolate_time)
 
 
 def gemm_dtype(prec: str, native: str, hw=None) -> str:
@@ -69,11 +70,17 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
     # measured-table reference roofline (pure_fn) also counts activations, see kernels.ops
     return Op(name, "compute", stage, count,
               flop=kops.gemm_flop(m=m, n=n, k=k),
-              hbm_bytes=kops.gemm_bytes(m=m, n=n, k=k, input_bytes=0.0, weight_bytes=b,
+              hbm_bytes=kops.gemm_bytes(m=0.0, n=n, k=k, input_bytes=0.0, weight_bytes=b,
                                         output_bytes=0.0),
               precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
               pure_fn=lambda m_: gemm_roofline_s(g.hw, dtype, m_, n, k))
+
+
+def _attention_mode(per_point_parameter) -> str:
+    """Attention rooflines are linear in the sequences; they depend on the coordinates only
+    where their other parameter (draft tokens, the new share of a prompt) is one number."""
+    return "separable" if np.ndim(per_point_parameter) == 0 else "linear_first"
 
 
 def _bmm_fn(hw, dtype, heads, k_dim, n_dim):
@@ -127,7 +134,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                 wb = units.BYTES_PER_ELEMENT[bdt]
                 ops.append(Op(name, "compute", stage, L.n_total,
                               flop=heads * kops.gemm_flop(m=T, n=n_dim, k=k_dim),
-                              hbm_bytes=heads * kops.gemm_bytes(m=T, n=n_dim, k=k_dim,
+                              hbm_bytes=heads * kops.gemm_bytes(m=0.0, n=n_dim, k=k_dim,
                                                                 input_bytes=0.0, weight_bytes=wb,
                                                                 output_bytes=0.0),
                               precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
@@ -145,7 +152,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, kv_len),
                           pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
-                              hw, kv_dtype, heads, b_, L_, new_tokens)))
+                              hw, kv_dtype, heads, b_, L_, new_tokens),
+                          roof_mode=_attention_mode(new_tokens)))
         else:
             prefix = seqs * cached_tokens
             ops.append(_gemm(g, "kv_b", "attn0", L.n_total, T + prefix,
@@ -161,7 +169,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, new_tokens + cached_tokens),
                           pure_fn=_prefill_fn(M.mla_prefill_roofline_s, (hw, kv_dtype, heads),
-                                              new_tokens, cached_tokens)))
+                                              new_tokens, cached_tokens),
+                          roof_mode=_attention_mode(new_tokens / (new_tokens + cached_tokens))))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, heads * m.head_dim_v, wp))
     else:
         d = m.head_dim_qk
@@ -184,6 +193,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                 fam, coords = "attention_decode", (seqs, ctx)
                 pure = (lambda b_, L_, nt=new_tokens:
                         M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, b_, L_, nt))
+                mode = _attention_mode(new_tokens)
                 nbytes = seqs * ctx * kvb_layer + T * kvb_layer
             else:
                 ctx = cached_tokens if window is None else np.minimum(cached_tokens, window)
@@ -196,6 +206,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                 fam, coords = "attention_prefill", (seqs, new_tokens + cached_tokens)
                 pure = _prefill_fn(M.gqa_prefill_roofline_s, (hw, kv_dtype, heads, kvh, d),
                                    new_tokens, cached_tokens, window=window)
+                mode = _attention_mode(new_tokens / (new_tokens + cached_tokens))
                 nbytes = T * kvb_layer + seqs * ctx * kvb_layer
             flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                                    head_dim_qk=m.head_dim_qk,
@@ -206,7 +217,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
                           precision=g.aprec, rate="attention", family=fam, keys=keys,
                           nearest={"num_heads": heads, "num_kv_heads": kvh},
-                          coords=coords, pure_fn=pure))
+                          coords=coords, pure_fn=pure, roof_mode=mode))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, m.n_q_heads * m.head_dim_v / tp, wp))
 
     # ---- feed-forward -------------------------------------------------------------------------
