@@ -12,6 +12,8 @@ single-point call of the workload's model/hardware, then times one workload:
   A  Llama-3.1-70B, H100-SXM, tp=8: batch_size 1..256 x kv_len 64 geomspace(128, 32768) = 16,384 pts
   B  DeepSeek-V3, H800-SXM, dp=32, ep=32, overlap=two-batch: as A x draft_depth [0,1,2] = 49,152 pts
   C  Llama-3.1-70B, H100-SXM, tp=8, batch_size=64, kv_len=2048: 200 one-point calls (calls/s)
+  D  as B, 100,000 random non-separable points (every axis differs at every point)
+  E  as A, 100,000 random non-separable points
 
 Old and new subprocesses alternate (the order flips every round), ``--reps`` rounds each.
 Read the table as: rate = points/s (calls/s for C) from the min and the median time over the
@@ -32,6 +34,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+WORKLOADS = "ABCDE"
 LLAMA = dict(model="Llama-3.1-70B", hardware="H100-SXM", tp=8)
 DSV3 = dict(model="DeepSeek-V3", hardware="H800-SXM", dp=32, ep=32, overlap="two-batch")
 
@@ -44,6 +47,22 @@ def workload(name: str):
         return LLAMA, dict(batch_size=bs, kv_len=kv), 1
     if name == "B":
         return DSV3, dict(batch_size=bs, kv_len=kv, draft_depth=[0, 1, 2]), 1
+    if name in ("D", "E"):       # non-separable: every variable differs at every point
+        import xarray as xr
+        rng, n = np.random.default_rng(0), 100_000
+
+        def da(v):
+            return xr.DataArray(v, dims="point")
+        grid = dict(batch_size=da(rng.integers(1, 513, n).astype(float)),
+                    kv_len=da(rng.integers(128, 32769, n).astype(float)),
+                    prompt_len=da(rng.integers(128, 32769, n).astype(float)),
+                    prefill_batch_size=da(rng.integers(1, 9, n).astype(float)),
+                    acceptance_rate=da(rng.uniform(0.5, 0.95, n)),
+                    cache_hit_rate=da(rng.uniform(0.0, 0.9, n)))
+        if name == "D":
+            grid["draft_depth"] = da(rng.integers(0, 4, n).astype(float))
+            return DSV3, grid, 1
+        return LLAMA, grid, 1
     return LLAMA, dict(batch_size=64, kv_len=2048), 200
 
 
@@ -69,7 +88,7 @@ def worker(name: str, profile: bool) -> None:
         ds = inf.evaluate(model, hw, **kw, **grid)
     dt = time.perf_counter() - t0
     pts = 1
-    for d in ("batch_size", "kv_len", "draft_depth"):
+    for d in ("batch_size", "kv_len", "draft_depth", "point"):
         pts *= ds.sizes.get(d, 1)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(dict(file=inf.__file__, t=dt, points=pts * calls, rss=rss)))
@@ -105,18 +124,18 @@ def main() -> None:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(a.old_dir),
                         a.old_ref], check=True, capture_output=True)
     srcs = {"old": a.old_dir / "src", "new": REPO / "src"}
-    res = {(v, w): [] for v in srcs for w in "ABC"}
+    res = {(v, w): [] for v in srcs for w in WORKLOADS}
     for rep in range(a.reps):
-        for w in "ABC":
+        for w in WORKLOADS:
             for v in (("old", "new") if rep % 2 == 0 else ("new", "old")):
                 res[v, w].append(run_one(srcs[v], w))
         print(f"round {rep + 1}/{a.reps} done", file=sys.stderr)
-    unit = {"A": "pts/s", "B": "pts/s", "C": "calls/s"}
+    unit = {"A": "pts/s", "B": "pts/s", "C": "calls/s", "D": "pts/s", "E": "pts/s"}
     print(f"old = {a.old_ref} ({a.old_dir}), new = working tree ({REPO}); {a.reps} reps each, "
           "interleaved")
     print(f"{'wl':<3}{'points':>8} {'unit':<8}{'old min-t':>11}{'new min-t':>11}{'new/old':>8}"
           f"{'old med-t':>11}{'new med-t':>11}{'new/old':>8}{'RSS old':>9}{'RSS new':>9} MiB")
-    for w in "ABC":
+    for w in WORKLOADS:
         row, rates = {}, {}
         for v in srcs:
             ts = [r["t"] for r in res[v, w]]
