@@ -448,3 +448,26 @@ def test_bad_outputs_fail_in_one_line(run, tmp_path, args, message):
 def test_sweep_needs_a_model_and_hardware(run):
     assert "give a sweep file (--config FILE.toml) or both --model and --hardware" in fails(
         run("-m", "DeepSeek-V3", "-o", "x.nc"))
+
+
+def test_an_output_naming_an_existing_folder_never_deletes_it(tmp_path):
+    """`-o` naming a folder of the user's: a one-line error, exit 2, the folder untouched
+    (it used to be deleted and replaced by the file)."""
+    folder = tmp_path / "out.csv"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    cases = REPO / "validation" / "dev_cases.csv"
+    for args in (["validate", "--cases", str(cases), "-o", str(folder)],
+                 ["sweep", "-m", "Llama-3.1-8B", "-H", "H100-SXM", "-a", "batch_size=1,8",
+                  "-o", str(folder)]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2, res.output
+        assert "existing folder" in res.output and "Traceback" not in res.output
+        assert (folder / "keep.txt").read_text() == "mine"
+    # a .zarr output may replace an earlier store, never a plain folder
+    plain = tmp_path / "plain.zarr"
+    plain.mkdir()
+    (plain / "keep.txt").write_text("mine")
+    with pytest.raises(SpecError, match="existing folder"):
+        write_result(run_sweep(small_spec()), plain)
+    assert (plain / "keep.txt").read_text() == "mine"

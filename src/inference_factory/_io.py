@@ -20,6 +20,11 @@ def _default_mode(path: str | os.PathLike) -> None:
     os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~umask)
 
 
+def _is_zarr_store(path: Path) -> bool:
+    """A folder holding Zarr metadata at its root (v2 ``.zgroup``/``.zarray``, v3 ``zarr.json``)."""
+    return any((path / name).is_file() for name in (".zgroup", ".zarray", "zarr.json"))
+
+
 def _remove(path: str) -> None:
     if os.path.isdir(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -37,6 +42,12 @@ def atomic_output(path: str | os.PathLike, *, option: str = "--output",
     folder = target.resolve().parent
     if not folder.is_dir():
         raise SpecError(f"{option} {path}: cannot write (folder {folder} does not exist)")
+    if target.is_dir() and not (directory and _is_zarr_store(target)):
+        # a file never replaces a folder, and a store replaces only an earlier store: nothing
+        # of the user's is ever deleted
+        what = "a Zarr store" if directory else "a file"
+        raise SpecError(f"{option} {path}: is an existing folder that is not {what} written "
+                        f"before; give a new name (nothing was written or removed)")
     tmp = None
     try:
         if directory:
