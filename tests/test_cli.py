@@ -442,3 +442,16 @@ def test_roofline_ops_and_realism(run):
     measured = roofline_json(run, "-m", "Llama-3.1-8B", "-H", "H200-SXM", "--batch-size", "32",
                              "--ops")
     assert {"measured", "interpolated"} & set(measured["decode_op_source"])
+
+
+def test_non_utf8_and_non_finite_inputs_are_one_line_errors(run, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'name = "\xff\xfe"\n')
+    for args in (["hardware", "show", str(bad)], ["models", "show", str(bad)],
+                 ["compare", "--config", str(bad)]):
+        res = run(*args)
+        assert res.exit_code == 2 and "not a UTF-8 text file" in res.output
+        assert "Traceback" not in res.output
+    for value in ("inf", "nan"):
+        res = run("roofline", "--kv-len", value, "--json")
+        assert res.exit_code == 2 and "must be a finite number" in res.output

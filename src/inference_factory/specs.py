@@ -56,6 +56,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a folder, not a TOML file") from None
 
 
 class _Table:
@@ -552,9 +556,9 @@ def _build_index(files) -> dict[str, Path]:
     for p in files:
         out[p.stem.lower()] = p
         try:
-            raw = tomllib.loads(p.read_text())
-        except (tomllib.TOMLDecodeError, OSError):
-            continue
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+            continue        # a broken file is reported when it is loaded, not while indexing
         for alias in raw.get("aliases", []) if isinstance(raw.get("aliases"), list) else []:
             if isinstance(alias, str):
                 out.setdefault(alias.lower(), p)

@@ -77,6 +77,9 @@ def _as_axis(name: str, value: Any) -> Any:
             raise SpecError(f"{name} must be a number or a non-empty 1-D list; got {value!r}")
         arr = xr.DataArray(vals, dims=name, coords={name: vals})
     vals = np.asarray(arr, dtype=float)
+    if not np.all(np.isfinite(vals)):
+        raise SpecError(f"{name} = {vals[~np.isfinite(vals)].flat[0]:g} must be a finite number "
+                        f"({unit})")
     bad = vals[~((vals >= lo) & (vals <= hi))]
     if name == "cache_hit_rate":
         bad = vals[~((vals >= 0) & (vals < 1))]
