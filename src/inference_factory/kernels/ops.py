@@ -66,16 +66,3 @@ def pure_roofline_s(*, flop, bytes_moved, peak_flop_per_s, peak_bytes_per_s):
     .. math:: t_0 = \max\left(\frac{F}{P_{peak}}, \frac{B}{W_{peak}}\right)
     """
     return np.maximum(flop / peak_flop_per_s, bytes_moved / peak_bytes_per_s)
-
-
-def measured_time_s(*, pure_roofline_s, log_measured_over_roofline):
-    r"""An operation's time from the measured-over-roofline ratio of its kernel table.
-
-    .. math:: t = t_0 \, e^{\ln \eta}, \qquad \eta = \frac{t_{measured}}{t_0}
-
-    eta is interpolated linearly in log space over log shape coordinates between measured
-    shapes (exact at a measured shape), and held at the nearest measured shape outside them:
-    there the op runs at the roofline times the efficiency and per-kernel floor of the
-    nearest measurement. Source: NVIDIA AIConfigurator measured tables (hardware/measured).
-    """
-    return pure_roofline_s * np.exp(log_measured_over_roofline)
