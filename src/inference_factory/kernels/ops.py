@@ -1,5 +1,5 @@
 """FLOPs and HBM bytes of the operations a layer is made of (GEMM, batched GEMM, grouped
-expert GEMM, elementwise kernels), and the measured-over-roofline correction they take.
+expert GEMM, elementwise kernels), and the pure roofline measured latencies are divided by.
 
 These are the only places the shapes of the operations turn into work: the engine's op
 graph and the reduction of NVIDIA's measured kernel tables both call them, so a measured
