@@ -190,8 +190,10 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
         inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
                   for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
         if mode == "linear_first":
-            corr = (np.log(cs[0]) - np.log(inside[0]) + np.log(roofline(1.0, *cs[1:]))
-                    - np.log(roofline(1.0, *inside[1:])))
+            corr = np.log(cs[0]) - np.log(inside[0])
+            if any(np.any(cl) for _, _, cl, _ in locs[1:]):   # else t0(1, x_1..) cancels
+                corr = corr + (np.log(roofline(1.0, *cs[1:]))
+                               - np.log(roofline(1.0, *inside[1:])))
         else:
             corr = np.log(roofline(*cs)) - np.log(roofline(*inside))
         # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
