@@ -322,3 +322,15 @@ def test_a_moe_draft_model_has_its_own_placement():
     assert d.placement_imbalance == pytest.approx(
         kmoe.rank_load_imbalance(popularity=pop, n_ranks=8))
     assert d.overlap == "none" and d.m is draft
+
+
+def test_gb200_all_to_all_inside_nvl72_is_measured_and_cross_node_ep_needs_multi_node_rows():
+    """GB200: EP16 inside the NVL72 domain reads TRT-LLM's measured NVLink all-to-all
+    (dispatch with its routing prepare). B200: EP16 spans two 8-GPU nodes and its DeepEP
+    tables hold one node only, so the NIC is costed by the link model, not by an NVLink
+    latency ratio."""
+    kw = dict(dp=16, ep=16, batch_size=64, kv_len=4096, weight_precision="fp4", detail="ops")
+    gb = inf.evaluate("DeepSeek-V3", "GB200", **kw)
+    assert str(gb.decode_op_source.sel(op="dispatch").values) in ("measured", "interpolated")
+    b2 = inf.evaluate("DeepSeek-V3", "B200", **kw)
+    assert str(b2.decode_op_source.sel(op="dispatch").values) == "roofline"

@@ -19,7 +19,7 @@ from ..kernels import moe as kmoe
 from ..kernels import roofline as kroof
 from . import grid as G
 from .geometry import Geom
-from .measured import a2a_roofline_s, allreduce_roofline_s, tables_for
+from .measured import a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s, tables_for
 from .ops import Op
 
 
@@ -184,9 +184,18 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
     # EP dispatch / combine: the busiest rank receives imbalance x the mean traffic
     k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
-    if not rl.is_ideal and rl.measured:
+    if not rl.is_ideal and rl.measured and g.ep <= dom:
+        t, src = _nvlink_a2a(g, op, tokens * busiest, memo)
+        if t is not None:
+            return Cost(op, t, "comm", src)
+    tabs = tables_for(hw) if rl.measured else None
+    multi_node = (tabs is not None and tabs.has(op.family)
+                  and float(tabs.rows(op.family)["node_num"].max()) > 1)
+    if not rl.is_ideal and rl.measured and (g.ep <= dom or multi_node):
         # the busiest rank moves `busiest` x the mean tokens: read the table there, so its
-        # fixed latency is paid once and only the traffic grows
+        # fixed latency is paid once and only the traffic grows. An EP across nodes takes
+        # multi-node rows only: a one-node table's ratio (NVLink latency) says nothing of
+        # the NIC.
         t, src = _measured_comm(
             g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b, phase=c["phase"]),
             coords=(tokens * busiest,))
@@ -209,6 +218,29 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
     t = kcomm.alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
                          scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw, latency_s=lat)
     return Cost(op, t, "comm", G.ROOFLINE)
+
+
+def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
+    """EP dispatch (with its routing ``prepare``) or combine inside one NVLink domain from
+    TRT-LLM's measured NVLink all-to-all (GB200 NVL72, EP 2-64), where the device has it."""
+    tabs = tables_for(g.hw)
+    if tabs is None or not tabs.has("a2a_nvlink"):
+        return None, G.ROOFLINE
+    m, hw = g.m, g.hw
+    dtype = {1.0: "fp8", 2.0: "bf16"}.get(op.comm["bytes_per_elem"], "nvfp4")
+    near = {"hidden_size": m.hidden_size, "topk": m.experts_per_token,
+            "num_experts": m.n_routed_experts, "moe_ep": g.ep}
+    total, source = 0.0, None
+    for name in (("prepare", "dispatch") if op.name == "dispatch" else ("combine",)):
+        curve = tabs.curve("a2a_nvlink", {"op": name, "moe_dtype": dtype}, near)
+        if curve is None:
+            return None, G.ROOFLINE
+        t, src = curve.time_s(
+            lambda n_, name=name: nvlink_a2a_roofline_s(hw, name, dtype, n_, m.hidden_size,
+                                                        m.experts_per_token, g.ep),
+            tokens, mode="separable", memo=memo)
+        total, source = total + t, src if source is None else source
+    return total, source
 
 
 def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None):

@@ -159,6 +159,15 @@ def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem, *, pha
                             scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s, latency_s=0.0)
 
 
+def nvlink_a2a_roofline_s(hw, op, dtype, tokens_per_rank, hidden, topk, ep):
+    """TRT-LLM's NVLink all-to-all (GB200 NVL72) of one rank, every peer on NVLink: the
+    dispatch payload in ``dtype``, the combine payload in BF16 (routing ``prepare`` moves no
+    activations; its ratio then carries its whole cost)."""
+    b = 2.0 if str(op).startswith("combine") else DTYPES.get(str(dtype), ("bf16", 2.0))[1]
+    return a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, b, phase="decode",
+                          domain_gpus=ep)
+
+
 def allreduce_roofline_s(hw, message_bytes, n_gpus):
     """Ring all-reduce bandwidth term at the scale-up peak: 2 (n-1)/n M / W."""
     return 2.0 * (n_gpus - 1.0) / n_gpus * message_bytes / hw.scale_up_bw_bytes_per_s
@@ -240,6 +249,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            ("num_token", "hidden_size", "num_topk", "node_num")),
     Family("combine_normal", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0, "prefill"),
            ("num_token", "hidden_size", "num_topk", "node_num")),
+    Family("a2a_nvlink", ("op", "moe_dtype"), ("hidden_size", "topk", "num_experts", "moe_ep"),
+           ("num_tokens",), "latency_us", nvlink_a2a_roofline_s,
+           ("op", "moe_dtype", "num_tokens", "hidden_size", "topk", "moe_ep")),
     Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
            allreduce_roofline_s, ("message_bytes", "num_gpus")),
 )}
@@ -260,6 +272,7 @@ _FILES = {
     "dispatch_normal": ("deepep_normal.csv", None),
     "combine_normal": ("deepep_normal.csv", None),
     "allreduce": ("allreduce.csv", None),
+    "a2a_nvlink": ("alltoall.csv", ("kernel_source", "NVLinkTwoSided")),
 }
 
 
