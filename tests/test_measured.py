@@ -334,3 +334,29 @@ def test_gb200_all_to_all_inside_nvl72_is_measured_and_cross_node_ep_needs_multi
     assert str(gb.decode_op_source.sel(op="dispatch").values) in ("measured", "interpolated")
     b2 = inf.evaluate("DeepSeek-V3", "B200", **kw)
     assert str(b2.decode_op_source.sel(op="dispatch").values) == "roofline"
+
+
+def test_default_skew_is_the_fit_to_the_measured_cost_of_skewed_routing():
+    """configs/realism.toml [experts] default_skew is reproduced from the committed table:
+    the busiest-rank cost of AIConfigurator's power_law_1.01 routing over uniform routing on
+    the measured DeepEP grouped GEMM (H200, prefill, DeepSeek-V3 shape, the largest token count
+    per EP), fitted in least squares (ln) by the Zipf exponent whose placement-by-id max/mean
+    load matches it."""
+    df = pd.read_csv(data_dir("hardware") / "measured" / "H200-SXM" / "moe_wideep.csv",
+                     comment="#")
+    df = df[(df.phase == "prefill") & (df.hidden_size == 7168) & (df.num_experts == 256)]
+    piv = df.pivot_table(index=["moe_ep", "num_tokens"], columns="distribution",
+                         values="latency_us").dropna(subset=["uniform", "power_law_1.01"])
+    eps, measured = [], []
+    for ep, grp in piv.groupby(level="moe_ep"):
+        if ep >= 8:
+            row = grp.iloc[-1]          # the largest token count: compute-bound
+            eps.append(ep)
+            measured.append(row["power_law_1.01"] / row["uniform"])
+    errs = {}
+    for s in np.round(np.arange(0.20, 0.80, 0.01), 2):
+        p = kmoe.zipf_popularity(n_experts=256, skew=s)
+        model = [kmoe.rank_load_imbalance(popularity=p, n_ranks=ep) for ep in eps]
+        errs[s] = float(np.sum((np.log(model) - np.log(measured)) ** 2))
+    best = min(errs, key=errs.get)
+    assert best == pytest.approx(inf.load_realism().default_expert_skew, abs=0.011)

@@ -452,7 +452,7 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
                    "[experts] default_skew).")
 @click.option("--context-cv", type=click.FLOAT, default=None,
               help="Coefficient of variation of per-sequence context across attention-DP "
-                   "ranks, [0, 10] (default 1).")
+                   "ranks, [0, 10] (default: configs/realism.toml [dp_attention]).")
 @click.option("--draft-model", default=None,
               help="Separate draft model for --draft-depth (default: the model's MTP module).")
 @click.option("--ideal", is_flag=True, help="Pure roofline: realism terms off, parts combined by max.")

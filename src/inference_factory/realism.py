@@ -55,6 +55,7 @@ class Realism:
     measured: bool = True
     other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
     default_expert_skew: float = 0.0
+    default_context_cv: float = 1.0
     source: str = ""
 
     @classmethod
@@ -205,10 +206,13 @@ def _parse_realism(p: Path) -> Realism:
     ok = t.table("other_kernels")
     kw["other_kernels"] = {k: ok.get(k, float, minimum=0.0)
                            for k in ("mla", "gqa", "ffn", "moe", "shared_expert",
-                                     "per_quantized_gemm_group")}
+                                     "per_quantized_gemm_group", "elementwise_passes")}
     ok.done()
     ex = t.table("experts")
     kw["default_expert_skew"] = ex.get("default_skew", float, minimum=0.0)
     ex.done()
+    da = t.table("dp_attention")
+    kw["default_context_cv"] = da.get("default_context_cv", float, minimum=0.0)
+    da.done()
     t.done()
     return Realism(**kw, source=str(p))

@@ -45,7 +45,7 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     return {
         "step_s": step, "res": res, "costs": costs, "mb": mb,
         "flop": mb * sum(c.op.count * c.op.flop for c in costs),
-        "hbm_bytes": mb * sum(c.op.count * c.byte_s for c in costs) * g.hw.hbm_bw_bytes_per_s,
+        "hbm_bytes": mb * sum(c.op.count * c.op.hbm_bytes for c in costs),
     }
 
 

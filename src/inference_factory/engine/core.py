@@ -45,7 +45,7 @@ NUMERIC_AXES: dict[str, tuple[float, str, float, float, bool]] = {
 
 #: Structural axes: one vectorized block per combination. name -> default
 STRUCT_AXES: dict[str, Any] = {
-    "tp": 1, "dp": 1, "ep": 1, "redundant_experts": 0, "expert_skew": None, "context_cv": 1.0,
+    "tp": 1, "dp": 1, "ep": 1, "redundant_experts": 0, "expert_skew": None, "context_cv": None,
     "weight_precision": None, "moe_precision": None, "kv_precision": "bf16",
     "attention_precision": "bf16", "dispatch_precision": "fp8", "combine_precision": "bf16",
     "overlap": "none", "cache_tier": "dram",

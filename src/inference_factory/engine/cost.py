@@ -53,7 +53,7 @@ def cost_op(g: Geom, op: Op, memo: dict | None = None) -> Cost:
     """Cost of one op, with its pure-roofline parts (FLOPs / peak, bytes / peak bandwidth)."""
     if op.stream == "comm":
         return _comm(g, op, memo)
-    t_byte = _op_bytes(g, op) / g.hw.hbm_bw_bytes_per_s
+    t_byte = op.hbm_bytes / g.hw.hbm_bw_bytes_per_s
     if op.name == "other_kernels":
         c = _other(g, op)
         c.byte_s = t_byte
@@ -78,16 +78,6 @@ def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
     if t is None:
         t = _roofline(g, op, t_flop, t_byte)
     return Cost(op, t, resource, src, binds_compute=compute)
-
-
-def _op_bytes(g: Geom, op: Op):
-    if op.rate != "moe":
-        return op.hbm_bytes
-    m = g.m
-    distinct = kmoe.expected_distinct_experts_popular(expert_hit_prob=g.bins,
-                                                      tokens=op.comm["tokens"]) / g.ep
-    per_expert = 3.0 * m.hidden_size * m.expert_intermediate_size / g.moe_tp
-    return distinct * per_expert * op.comm["weight_bytes"]
 
 
 def _measured(g: Geom, op: Op, memo=None):
@@ -115,19 +105,12 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
         tf = t_flop / rl.attn_compute_frac_for(kv)
         tb = t_byte / rl.attn_hbm_frac
     else:
-        m_tokens = op.m_tokens
-        flop = op.flop
-        if op.rate == "moe":
-            routed = op.comm["tokens"] * g.m.experts_per_token / g.ep * g.placement_imbalance
-            if rl.routing and g.ep > 1:
-                fluct = kmoe.routing_fluctuation_factor(
-                    mean_tokens_per_rank=op.comm["tokens"] * g.m.experts_per_token / g.ep,
-                    n_ranks=g.ep)
-                flop = flop * fluct
-                routed = routed * fluct
-            distinct = kmoe.expected_distinct_experts_popular(
-                expert_hit_prob=g.bins, tokens=op.comm["tokens"]) / g.ep
-            m_tokens = routed / np.maximum(distinct, 1e-9)
+        m_tokens, flop = op.m_tokens, op.flop
+        if op.rate == "moe" and rl.routing and g.ep > 1:
+            # finite batches are never balanced: the measured tables carry this themselves
+            fluct = kmoe.routing_fluctuation_factor(
+                mean_tokens_per_rank=op.params["mean_routed"], n_ranks=g.ep)
+            flop, m_tokens = flop * fluct, m_tokens * fluct
         frac = kroof.gemm_efficiency_frac(m_tokens=m_tokens,
                                           large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
                                           tile_m_tokens=rl.tile_m)
@@ -142,18 +125,18 @@ def _other(g: Geom, op: Op) -> Cost:
     t_byte = op.hbm_bytes / hw.hbm_bw_bytes_per_s
     if rl.is_ideal:         # the pure roofline has no per-kernel cost
         return Cost(op, t_byte, "memory", G.ROOFLINE)
-    t_elem = (op.hbm_bytes + op.comm["elementwise_bytes"]) / hw.hbm_bw_bytes_per_s
+    t_elem = (op.hbm_bytes + op.params["elementwise_bytes"]) / hw.hbm_bw_bytes_per_s
     tabs = tables_for(hw) if rl.measured else None
     if tabs is not None and tabs.has("gemm"):
         floor = tabs.kernel_floor_s()
-        return Cost(op, op.comm["kernels"] * floor + t_elem / rl.weight_hbm_frac, "overhead",
+        return Cost(op, op.params["kernels"] * floor + t_elem / rl.weight_hbm_frac, "overhead",
                     G.EXTRAPOLATED)
     return Cost(op, rl.layer_overhead_s + t_elem / rl.weight_hbm_frac, "overhead", G.ROOFLINE)
 
 
 def _comm(g: Geom, op: Op, memo=None) -> Cost:
     rl, hw, m = g.rl, g.hw, g.m
-    c = op.comm
+    c = op.params
     up_bw = hw.scale_up_bw_bytes_per_s * rl.up_frac
     out_bw = hw.scale_out_bw_bytes_per_s * rl.out_frac
     dom = hw.scale_up_domain_gpus
@@ -189,9 +172,7 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
         if t is not None:
             return Cost(op, t, "comm", src)
     tabs = tables_for(hw) if rl.measured else None
-    multi_node = (tabs is not None and tabs.has(op.family)
-                  and float(tabs.rows(op.family)["node_num"].max()) > 1)
-    if not rl.is_ideal and rl.measured and (g.ep <= dom or multi_node):
+    if not rl.is_ideal and tabs is not None and (g.ep <= dom or tabs.spans_nodes(op.family)):
         # the busiest rank moves `busiest` x the mean tokens: read the table there, so its
         # fixed latency is paid once and only the traffic grows. An EP across nodes takes
         # multi-node rows only: a one-node table's ratio (NVLink latency) says nothing of
@@ -227,7 +208,7 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
     if tabs is None or not tabs.has("a2a_nvlink"):
         return None, G.ROOFLINE
     m, hw = g.m, g.hw
-    dtype = {1.0: "fp8", 2.0: "bf16"}.get(op.comm["bytes_per_elem"], "nvfp4")
+    dtype = {1.0: "fp8", 2.0: "bf16"}.get(op.params["bytes_per_elem"], "nvfp4")
     near = {"hidden_size": m.hidden_size, "topk": m.experts_per_token,
             "num_experts": m.n_routed_experts, "moe_ep": g.ep}
     total, source = 0.0, None

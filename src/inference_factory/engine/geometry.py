@@ -89,7 +89,7 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
         skew = rl.default_expert_skew
     if isinstance(skew, bool) or not isinstance(skew, (int, float)) or skew < 0 or skew > 4:
         raise SpecError(f"expert_skew = {skew!r} must be a number in [0, 4]")
-    cv = s["context_cv"]
+    cv = s["context_cv"] if s["context_cv"] is not None else rl.default_context_cv
     if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not 0 <= cv <= 10:
         raise SpecError(f"context_cv = {cv!r} must be a number in [0, 10]")
     precs = set(units.PRECISIONS)

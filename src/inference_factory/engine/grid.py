@@ -127,7 +127,7 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     return out, _source(locs, out.shape)
 
 
-def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
+def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable",
                      memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""An operation's time from a grid of ln(measured / roofline) and its own roofline.
 
@@ -144,8 +144,9 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
     bends between them). ``roofline`` maps shape coordinates (broadcastable arrays) to
     seconds. ``mode`` says what it depends on, so that it is evaluated on as few points as
     possible: ``"separable"`` (the coordinates only: the latencies are computed once on the
-    table's nodes), ``"linear_first"`` (proportional to the first coordinate, e.g. attention
-    over a batch of sequences: :math:`t_0(b, x) = b\,t_0(1, x)`), or ``"general"``.
+    table's nodes) or ``"linear_first"`` (proportional to the first coordinate, with per-point
+    parameters in the rest, e.g. attention over a batch of sequences with a draft length per
+    point: :math:`t_0(b, x) = b\,t_0(1, x)`).
     ``memo`` (a dict living for one pass) shares the location of a coordinate array in an
     axis between the ops that use both (the GEMMs of a pass share their M).
     Returns the times and a function giving the source code per point (computed only when
@@ -163,18 +164,14 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
         for weight, idx in _corners(grid, locs):
             out = out + weight * latency[idx]
     else:
-        rest: dict[tuple, np.ndarray] = {}    # linear_first: t0(1, x_1..) per corner of x_1..
+        rest: dict[tuple, np.ndarray] = {}    # t0(1, x_1..) per corner of x_1..
         for weight, idx, corner in _corners(grid, locs, with_corner=True):
             if not np.any(weight):
                 continue
             node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
-            if mode == "linear_first":
-                if corner[1:] not in rest:
-                    rest[corner[1:]] = np.log(roofline(1.0, *node[1:]))
-                log_roof = np.log(node[0]) + rest[corner[1:]]
-            else:
-                log_roof = np.log(roofline(*node))
-            out = out + weight * (grid.values[idx] + log_roof)
+            if corner[1:] not in rest:
+                rest[corner[1:]] = np.log(roofline(1.0, *node[1:]))
+            out = out + weight * (grid.values[idx] + np.log(node[0]) + rest[corner[1:]])
     clamped = np.zeros(shape, dtype=bool)
     for _, _, cl, _ in locs:
         clamped = clamped | cl
@@ -189,13 +186,9 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "general",
         # coordinates inside the table stay bit-identical, so the correction is exactly 0
         inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
                   for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
-        if mode == "linear_first":
-            corr = np.log(cs[0]) - np.log(inside[0])
-            if any(np.any(cl) for _, _, cl, _ in locs[1:]):   # else t0(1, x_1..) cancels
-                corr = corr + (np.log(roofline(1.0, *cs[1:]))
-                               - np.log(roofline(1.0, *inside[1:])))
-        else:
-            corr = np.log(roofline(*cs)) - np.log(roofline(*inside))
+        corr = np.log(cs[0]) - np.log(inside[0])
+        if any(np.any(cl) for _, _, cl, _ in locs[1:]):   # else t0(1, x_1..) cancels
+            corr = corr + (np.log(roofline(1.0, *cs[1:])) - np.log(roofline(1.0, *inside[1:])))
         # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
         # latency rather than shrinking with its roofline
         out = out + np.where(clamped, np.maximum(corr, 0.0), 0.0)

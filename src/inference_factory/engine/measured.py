@@ -27,7 +27,7 @@ from ..kernels import attention as katt
 from ..kernels import comm as kcomm
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
-from ..specs import HardwareSpec, data_dir, load_hardware
+from ..specs import HardwareSpec, data_dir, load_hardware, load_model
 from . import grid as G
 
 #: dtype names of the tables -> (our precision for the peak, bytes per element)
@@ -37,9 +37,15 @@ DTYPES = {"bf16": ("bf16", 2.0), "fp8": ("fp8", 1.0), "fp8_block": ("fp8", 1.0),
           "w4a8_mxfp4_mxfp8": ("fp8", units.BYTES_PER_ELEMENT["fp4"]),
           "w4a16_mxfp4": ("bf16", units.BYTES_PER_ELEMENT["fp4"])}
 
-#: DeepSeek-V3 MLA dimensions: the shapes AIConfigurator's MLA tables were collected at
-#: (models/DeepSeek-V3.toml); a model with other MLA dims takes these tables' efficiency.
-MLA_NOPE, MLA_ROPE, MLA_LATENT, MLA_V = 128, 64, 512, 128
+#: The model AIConfigurator's MLA tables were collected at (their rows carry no dimensions);
+#: its MLA dimensions, read from models/DeepSeek-V3.toml, are those of every table row.
+MLA_TABLE_MODEL = "DeepSeek-V3"
+
+
+def mla_dims(model=None) -> tuple[int, int, int, int]:
+    """(d_nope, d_rope, kv_lora_rank, d_v) of ``model`` (default: the tables' model)."""
+    m = model if model is not None else load_model(MLA_TABLE_MODEL)
+    return m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.head_dim_v
 
 
 def _peak(hw: HardwareSpec, prec: str) -> float:
@@ -73,22 +79,26 @@ def attention_roofline_s(hw, *, flop, kv_bytes, io_bytes):
                                 peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
 
 
-def mla_decode_roofline_s(hw, kv_dtype, heads, batch, kv_len, q_tokens=1.0):
+def mla_decode_roofline_s(hw, kv_dtype, heads, batch, kv_len, q_tokens=1.0, dims=None):
+    """Absorbed MLA decode kernel; ``dims`` = :func:`mla_dims` of the model (default: the
+    tables' model)."""
+    _, rope, latent, _ = dims or mla_dims()
     b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
-    kv_tok = MLA_LATENT * b + MLA_ROPE * max(b, 2.0)
+    kv_tok = latent * b + rope * max(b, 2.0)
     pos = katt.causal_attended_positions(new_tokens=q_tokens, cached_tokens=kv_len - q_tokens)
     flop = batch * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
-                                               kv_lora_rank=MLA_LATENT, qk_rope_head_dim=MLA_ROPE)
-    io = batch * q_tokens * heads * (2 * MLA_LATENT + MLA_ROPE) * 2.0
+                                               kv_lora_rank=latent, qk_rope_head_dim=rope)
+    io = batch * q_tokens * heads * (2 * latent + rope) * 2.0
     return attention_roofline_s(hw, flop=flop, kv_bytes=batch * kv_len * kv_tok, io_bytes=io)
 
 
-def mla_prefill_roofline_s(hw, kv_dtype, heads, batch, isl, cached=0.0):
+def mla_prefill_roofline_s(hw, kv_dtype, heads, batch, isl, cached=0.0, dims=None):
+    """Non-absorbed MLA prefill kernel (per-head Q, K, V, O traffic in BF16)."""
+    nope, rope, _, v = dims or mla_dims()
     pos = katt.causal_attended_positions(new_tokens=isl, cached_tokens=cached)
     flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
-                                            head_dim_qk=MLA_NOPE + MLA_ROPE, head_dim_v=MLA_V)
-    io = batch * (isl + cached) * heads * 2.0 * (MLA_NOPE + MLA_ROPE + MLA_V)
-    io = io + batch * isl * heads * 2.0 * (MLA_NOPE + MLA_ROPE + MLA_V)
+                                            head_dim_qk=nope + rope, head_dim_v=v)
+    io = batch * (2.0 * isl + cached) * heads * 2.0 * (nope + rope + v)
     return attention_roofline_s(hw, flop=flop, kv_bytes=0.0, io_bytes=io)
 
 
@@ -214,17 +224,22 @@ class Family:
         return out
 
 
-_BMM_PRE = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_NOPE, MLA_LATENT)  # noqa: E731
-_BMM_POST = lambda hw, t, n, h: bmm_roofline_s(hw, t, n, h, MLA_LATENT, MLA_V)    # noqa: E731
+def _bmm_rows(pre: bool):
+    """Absorbed MLA BMM rows at the tables' model: W_UK (d_nope -> latent) before the kernel,
+    W_UV (latent -> d_v) after it."""
+    def roofline(hw, dtype, tokens, heads):
+        nope, _, latent, v = mla_dims()
+        return bmm_roofline_s(hw, dtype, tokens, heads, *((nope, latent) if pre else (latent, v)))
+    return roofline
 _MOE_KEYS = ("hidden_size", "inter_size", "topk", "num_experts")
 _EP_KEYS = ("hidden_size", "num_topk", "num_experts", "node_num")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us", gemm_roofline_s,
            ("dtype", "m", "n", "k")),
-    Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _BMM_PRE,
+    Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _bmm_rows(True),
            ("dtype", "num_tokens", "num_heads")),
-    Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _BMM_POST,
+    Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _bmm_rows(False),
            ("dtype", "num_tokens", "num_heads")),
     Family("mla_decode", ("kv_dtype",), ("num_heads",), ("batch_size", "kv_len"), "latency_us",
            mla_decode_roofline_s, ("kv_dtype", "num_heads", "batch_size", "kv_len")),
@@ -241,20 +256,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("moe_wideep", ("phase", "dtype"), _MOE_KEYS + ("moe_ep",), ("num_tokens",),
            "latency_us", lambda hw, t, n, h, i, k, e, ep: moe_roofline_s(hw, t, n, h, i, k, e, 1.0, ep),
            ("dtype", "num_tokens") + _MOE_KEYS + ("moe_ep",)),
-    Family("dispatch_ll", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0, "decode"),
-           ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("combine_ll", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0, "decode"),
-           ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("dispatch_normal", (), _EP_KEYS, ("num_token",), "dispatch_us", _a2a_rows(1.0, "prefill"),
-           ("num_token", "hidden_size", "num_topk", "node_num")),
-    Family("combine_normal", (), _EP_KEYS, ("num_token",), "combine_us", _a2a_rows(2.0, "prefill"),
-           ("num_token", "hidden_size", "num_topk", "node_num")),
     Family("a2a_nvlink", ("op", "moe_dtype"), ("hidden_size", "topk", "num_experts", "moe_ep"),
            ("num_tokens",), "latency_us", nvlink_a2a_roofline_s,
            ("op", "moe_dtype", "num_tokens", "hidden_size", "topk", "moe_ep")),
     Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
            allreduce_roofline_s, ("message_bytes", "num_gpus")),
 )}
+# DeepEP dispatch (FP8 payload) and combine (BF16) in low-latency (decode) and normal
+# (prefill) mode: one family each, read from the same two tables
+FAMILIES.update({f"{op}_{mode}": Family(
+    f"{op}_{mode}", (), _EP_KEYS, ("num_token",), f"{op}_us", _a2a_rows(b, phase),
+    ("num_token", "hidden_size", "num_topk", "node_num"))
+    for op, b in (("dispatch", 1.0), ("combine", 2.0))
+    for mode, phase in (("ll", "decode"), ("normal", "prefill"))})
 
 #: family -> (csv file, row filter) ; several families may read one file
 _FILES = {
@@ -285,7 +299,7 @@ class Curve:
     grid: G.Grid
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
 
-    def time_s(self, roofline, *coords, mode: str = "general", memo: dict | None = None):
+    def time_s(self, roofline, *coords, mode: str = "separable", memo: dict | None = None):
         """The op's time at shape ``coords`` given its pure roofline (a function of the
         coordinates), and a function giving the source code per point
         (:func:`.grid.interpolate_time`)."""
@@ -305,7 +319,7 @@ class DeviceTables:
     def __init__(self, folder: Path, hw: HardwareSpec):
         self.folder, self.hw = folder, hw
         self._frames: dict[str, object] = {}
-        self._groups: dict[tuple, tuple] = {}
+        self._spans: dict[str, bool] = {}
         self._curves: dict[tuple, Curve | None] = {}
 
     def kernel_floor_s(self) -> float:
@@ -315,6 +329,13 @@ class DeviceTables:
             df = self.rows("gemm")
             self._floor = float(df[FAMILIES["gemm"].value].min()) * units.US
         return self._floor
+
+    def spans_nodes(self, family: str) -> bool:
+        """Whether a DeepEP table holds rows measured across more than one node."""
+        if family not in self._spans:
+            self._spans[family] = (self.has(family)
+                                   and float(self.rows(family)["node_num"].max()) > 1)
+        return self._spans[family]
 
     def has(self, family: str) -> bool:
         return (self.folder / _FILES[family][0]).is_file()

@@ -16,7 +16,9 @@ import numpy as np
 
 from .. import units
 from ..kernels import attention as katt
+from ..kernels import moe as kmoe
 from ..kernels import ops as kops
+from . import measured as M
 from .geometry import Geom, Layers
 
 
@@ -40,7 +42,8 @@ class Op:
     fixed: dict = field(default_factory=dict)    # axes fixed for this block
     coords: tuple = ()           # varying axes (arrays), in the family's axis order
     pure_fn: Any = None          # pure roofline as a function of ``coords`` (table formula)
-    comm: dict = field(default_factory=dict)     # comm ops: parameters of the link model
+    params: dict = field(default_factory=dict)   # what the cost needs beyond the above
+    #                                              (link model, kernel count, mean load)
     fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
     roof_mode: str = "separable"  # what pure_fn depends on (grid.interpolate_time)
 
@@ -61,8 +64,6 @@ def gemm_dtype(prec: str, native: str, hw=None) -> str:
 
 
 def _gemm(g: Geom, name, stage, count, m, n, k, prec):
-    from .measured import gemm_roofline_s
-
     dtype = gemm_dtype(prec, g.m.weight_precision)
     b = units.BYTES_PER_ELEMENT[prec]
     # HBM traffic is accounted as the weights (the hand roofline's convention: activations
@@ -74,7 +75,7 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
                                         output_bytes=0.0),
               precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
-              pure_fn=lambda m_: gemm_roofline_s(g.hw, dtype, m_, n, k))
+              pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k))
 
 
 def _attention_mode(per_point_parameter) -> str:
@@ -84,9 +85,7 @@ def _attention_mode(per_point_parameter) -> str:
 
 
 def _bmm_fn(hw, dtype, heads, k_dim, n_dim):
-    from .measured import bmm_roofline_s
-
-    return lambda t_: bmm_roofline_s(hw, dtype, t_, heads, k_dim, n_dim)
+    return lambda t_: M.bmm_roofline_s(hw, dtype, t_, heads, k_dim, n_dim)
 
 
 def _prefill_fn(roofline, head, new_tokens, cached_tokens, **kw):
@@ -100,8 +99,6 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
               logit_tokens_per_seq, phase: str) -> list[Op]:
     """Operations of one pass of ``seqs`` sequences (per attention-DP rank and micro-batch)
     each adding ``new_tokens`` after ``cached_tokens``; decode reads ``kv_len`` tokens of KV."""
-    from . import measured as M
-
     m, hw = g.m, g.hw
     tp = g.tp
     T = seqs * new_tokens                    # tokens per DP rank and micro-batch
@@ -152,7 +149,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, kv_len),
                           pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
-                              hw, kv_dtype, heads, b_, L_, new_tokens),
+                              hw, kv_dtype, heads, b_, L_, new_tokens, dims=M.mla_dims(m)),
                           roof_mode=_attention_mode(new_tokens)))
         else:
             prefix = seqs * cached_tokens
@@ -169,7 +166,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, new_tokens + cached_tokens),
                           pure_fn=_prefill_fn(M.mla_prefill_roofline_s, (hw, kv_dtype, heads),
-                                              new_tokens, cached_tokens),
+                                              new_tokens, cached_tokens, dims=M.mla_dims(m)),
                           roof_mode=_attention_mode(new_tokens / (new_tokens + cached_tokens))))
         ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, heads * m.head_dim_v, wp))
     else:
@@ -242,14 +239,14 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                                        "num_experts": m.n_routed_experts,
                                        "node_num": max(g.ep / M.DEEPEP_NODE_GPUS, 1.0)},
                               coords=(local,),
-                              comm={"kind": "alltoall", "tokens": local, "bytes_per_elem": b,
+                              params={"kind": "alltoall", "tokens": local, "bytes_per_elem": b,
                                     "phase": phase}))
     if tp > 1:
         msg = T * h * 2.0
         for stage in ("tp_attn", "tp_ffn"):
             ops.append(Op("allreduce_" + stage[3:], "comm", stage, L.n_total, family="allreduce",
                           keys={"kernel": "custom"}, nearest={"num_gpus": tp}, coords=(msg,),
-                          comm={"kind": "allreduce", "message_bytes": msg}))
+                          params={"kind": "allreduce", "message_bytes": msg}))
 
     # ---- embedding, lm_head, and the small kernels between the GEMMs ----------------------------
     if L.logits:
@@ -262,16 +259,15 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
     ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
                   hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
-                  comm={"kernels": other_kernel_count(g, L),
+                  params={"kernels": other_kernel_count(g, L),
                         "elementwise_bytes": kops.elementwise_bytes(
-                            tokens=T, width=h, passes=4.0, bytes_per_elem=2.0)}))
+                            tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
+                            bytes_per_elem=2.0)}))
     return ops
 
 
 def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     """The routed-expert grouped GEMM of the busiest EP rank."""
-    from .measured import moe_roofline_s
-
     m = g.m
     dtype = gemm_dtype(g.eprec, m.expert_precision, g.hw)
     tokens = T * g.dp                         # unique tokens entering the EP group
@@ -287,18 +283,27 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     else:
         fam, keys, near = fused
         fused = ()
-    routed = tokens * m.experts_per_token / g.ep * g.placement_imbalance
+    mean_routed = tokens * m.experts_per_token / g.ep      # token-expert pairs per rank
+    routed = mean_routed * g.placement_imbalance            # on the busiest rank
+    # weights read: the experts of one rank that receive at least one token
+    distinct = kmoe.expected_distinct_experts_popular(expert_hit_prob=g.bins,
+                                                      tokens=tokens) / g.ep
+    inter = m.expert_intermediate_size / g.moe_tp
 
     def pure(n_):
-        return moe_roofline_s(g.hw, dtype, n_, m.hidden_size, m.expert_intermediate_size,
+        return M.moe_roofline_s(g.hw, dtype, n_, m.hidden_size, m.expert_intermediate_size,
                               m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
                               load_factor=g.placement_imbalance)
     return Op("moe", "compute", "mlp", L.n_moe,
               flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
-                                            intermediate_size=m.expert_intermediate_size / g.moe_tp),
-              hbm_bytes=0.0, precision=g.eprec, rate="moe", m_tokens=tokens, family=fam,
-              keys=keys, nearest=near, coords=(tokens,), pure_fn=pure, fallback=fused,
-              comm={"tokens": tokens, "weight_bytes": eb})
+                                            intermediate_size=inter),
+              hbm_bytes=kops.grouped_expert_bytes(distinct_experts=distinct, routed_tokens=0.0,
+                                                  hidden_size=m.hidden_size,
+                                                  intermediate_size=inter, weight_bytes=eb,
+                                                  act_bytes=0.0),
+              precision=g.eprec, rate="moe", m_tokens=routed / np.maximum(distinct, 1e-9),
+              family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
+              fallback=fused, params={"mean_routed": mean_routed})
 
 
 def other_kernel_count(g: Geom, L: Layers) -> float:

@@ -93,20 +93,12 @@ def two_batch_s(costs: list[Cost], L: Layers, phase: str, *, comm_sm_frac: float
 def by_resource(costs: list[Cost], micro_batches: int = 1) -> dict[str, Any]:
     """Sum of op times charged to each resource (compute, memory, comm, overhead)."""
     out: dict[str, Any] = {r: 0.0 for r in ("compute", "memory", "comm", "overhead")}
-    split = 0.0          # time of ops whose binding resource varies by point
     for c in costs:
         t = micro_batches * c.op.count * c.time_s
         if c.binds_compute is None:
             out[c.resource] = out[c.resource] + t
-        elif np.ndim(c.binds_compute) == 0:
-            key = "compute" if c.binds_compute else "memory"
-            out[key] = out[key] + t
         else:
-            out["compute"] = out["compute"] + np.where(c.binds_compute, t, 0.0)
-            split = split + t
-    if np.ndim(split):
-        compute_fixed = sum(micro_batches * c.op.count * c.time_s for c in costs
-                            if c.binds_compute is not None and np.ndim(c.binds_compute) == 0
-                            and c.binds_compute)
-        out["memory"] = out["memory"] + split - (out["compute"] - compute_fixed)
+            on_compute = np.where(c.binds_compute, t, 0.0)
+            out["compute"] = out["compute"] + on_compute
+            out["memory"] = out["memory"] + (t - on_compute)
     return out

@@ -40,29 +40,6 @@ def gemm_efficiency_frac(*, m_tokens, large_gemm_frac, tile_m_tokens):
     return large_gemm_frac * m / np.maximum(np.ceil(m / t) * t, m)
 
 
-def step_time_sum_s(*, ops_s, comm_s, overhead_s):
-    r"""Step time with no overlap between computation and communication.
-
-    .. math:: t = \sum_g \max(t^{F}_g, t^{B}_g) + t_{comm} + t_{ovh}
-
-    Each operation group is its own roofline; groups, collectives and launch overhead run one
-    after the other.
-    """
-    return ops_s + comm_s + overhead_s
-
-
-def step_time_two_batch_s(*, ops_s, comm_s, overhead_s):
-    r"""Step time with two-micro-batch overlap: one micro-batch's communication hides behind
-    the other's computation (DeepSeek DualPipe-style / SGLang TBO).
-
-    .. math:: t = \max(t_{ops}, t_{comm}) + t_{ovh}
-
-    The cost of the overlap is carried by ``ops_s``: the caller evaluates the operations as
-    two half-size micro-batches (weights streamed twice, GEMMs at half M).
-    """
-    return np.maximum(ops_s, comm_s) + overhead_s
-
-
 def step_time_ideal_s(*, compute_s, memory_s, comm_s):
     r"""Pure roofline: every resource overlaps perfectly with every other.
 
