@@ -483,18 +483,25 @@ def test_lever_waterfall_runs_from_baseline_to_factory(compared):
     b = compared["baseline"]["usd_per_mtok_output"]
     f = compared["factory"]["usd_per_mtok_output"]
     lin = q.lever_waterfall(compared, "usd_per_mtok_output")
-    assert list(lin.step) == ["baseline"] + [r["lever"] for r in compared["attribution"]] + [
-        q.INTERACTIONS, "factory"]
+    # the generic baseline already batches continuously: the waterfall starts without it
+    pre = [r for r in compared["attribution"] if "baseline_without" in r]
+    assert [r["lever"] for r in pre] == ["continuous_batching"]
+    start = pre[0]["baseline_without"]["usd_per_mtok_output"]
+    assert list(lin.step) == ["baseline without continuous_batching"] + [
+        r["lever"] for r in compared["attribution"]] + [q.INTERACTIONS, "factory"]
     levers = lin[lin.kind == "lever"]
-    assert levers.change.sum() + lin.set_index("step").loc[q.INTERACTIONS, "change"] == pytest.approx(f - b)
+    assert levers.change.sum() + lin.set_index("step").loc[q.INTERACTIONS, "change"] == pytest.approx(f - start)
     for r in compared["attribution"]:
         step = lin.set_index("step").loc[r["lever"]]
         assert step.change == pytest.approx(f - r["factory_without"]["usd_per_mtok_output"])
     np.testing.assert_allclose(lin.before.to_numpy()[1:-1], lin.after.to_numpy()[:-2])
     log = q.lever_waterfall(compared, "gpu_seconds", basis="baseline", log=True)
-    total = compared["factory"]["gpu_seconds"] / compared["baseline"]["gpu_seconds"]
+    total = compared["factory"]["gpu_seconds"] / pre[0]["baseline_without"]["gpu_seconds"]
     assert np.prod(log[log.kind.isin(["lever", "interactions"])].change) == pytest.approx(total)
     assert log.after.iloc[-1] == compared["factory"]["gpu_seconds"]
+    # measured at the baseline, the continuous-batching step lands exactly on the baseline
+    assert log.set_index("step").loc["continuous_batching", "after"] == pytest.approx(
+        compared["baseline"]["gpu_seconds"])
 
 
 def test_lever_waterfall_errors(compared):

@@ -698,19 +698,32 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
                         "compare(cfg, attribution=True)")
     base = float(result["baseline"][metric])
     fact = float(result["factory"][metric])
-    if log and (base <= 0 or fact <= 0 or metric == "gross_margin"):
+    # levers the baseline already has (continuous batching in the generic baseline) come
+    # first: the waterfall starts at the baseline without them
+    pre = [r for r in result["attribution"] if "baseline_without" in r]
+    post = [r for r in result["attribution"] if "baseline_without" not in r]
+    start_name, start = "baseline", base
+    if pre:
+        start = float(pre[0]["baseline_without"][metric])
+        for r in pre[1:]:
+            start = start * float(r["baseline_without"][metric]) / base if log else \
+                start + float(r["baseline_without"][metric]) - base
+        start_name = "baseline without " + ", ".join(r["lever"] for r in pre)
+    if log and (base <= 0 or fact <= 0 or start <= 0 or metric == "gross_margin"):
         raise SpecError(f"lever_waterfall: log steps need a positive metric; {metric} is "
                         f"{base:g} (baseline) and {fact:g} (factory)")
     steps = []
-    for row in result["attribution"]:
+    for row in pre + post:
         if basis == "factory":
             ref, new = float(row["factory_without"][metric]), fact
+        elif "baseline_without" in row:
+            ref, new = float(row["baseline_without"][metric]), base
         else:
             ref, new = base, float(row["baseline_with"][metric])
         steps.append((row["lever"], new / ref if log else new - ref))
-    rows = [{"step": "baseline", "kind": "start", "before": 0.0 if not log else np.nan,
-             "after": base, "change": np.nan}]
-    level = base
+    rows = [{"step": start_name, "kind": "start", "before": 0.0 if not log else np.nan,
+             "after": start, "change": np.nan}]
+    level = start
     for name, ch in steps:
         after = level * ch if log else level + ch
         rows.append({"step": name, "kind": "lever", "before": level, "after": after, "change": ch})

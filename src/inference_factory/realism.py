@@ -56,6 +56,7 @@ class Realism:
     other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
+    acceptance_decay_per_position: float = 1.0
     source: str = ""
 
     @classmethod
@@ -211,6 +212,13 @@ def _parse_realism(p: Path) -> Realism:
     ex = t.table("experts")
     kw["default_expert_skew"] = ex.get("default_skew", float, minimum=0.0)
     ex.done()
+    sp = t.table("speculative")
+    kw["acceptance_decay_per_position"] = sp.get("acceptance_decay_per_position", float,
+                                                 minimum=0.0)
+    if kw["acceptance_decay_per_position"] > 1:
+        raise SpecError(f"{p}: speculative.acceptance_decay_per_position = "
+                        f"{kw['acceptance_decay_per_position']} must lie in [0, 1]")
+    sp.done()
     da = t.table("dp_attention")
     kw["default_context_cv"] = da.get("default_context_cv", float, minimum=0.0)
     da.done()

@@ -22,13 +22,30 @@ def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.option("--output", "-o", default=None, help="Also write the JSON result to this file.")
 @click.option("--no-attribution", is_flag=True, help="Skip the per-lever attribution runs.")
+@click.option("--report", "report", default=None, type=click.Path(dir_okay=False),
+              help="Also write a Markdown report (table, attribution, lever studies) to this "
+                   ".md file, with its PNG figures beside it.")
+@click.option("--progress/--no-progress", default=None,
+              help="One line per simulated side on stderr (default: when stderr is a terminal).")
 @click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None,
-              help="Override workload.n_requests.")
+              help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: bool,
-                n_requests: int | None) -> None:
-    """Run the baseline and the factory on one deterministic trace, side by side."""
+                report: str | None, progress: bool | None, n_requests: int | None) -> None:
+    """Run the generic baseline and the factory on one deterministic trace, side by side,
+    with a per-lever attribution and when speculation and expert balancing pay."""
+    import sys
+
+    if report is not None and not report.lower().endswith(".md"):
+        raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
     cfg = _load(config, n_requests)
-    result = compare(cfg, attribution=not no_attribution)
+    show = sys.stderr.isatty() if progress is None else progress
+    result = compare(cfg, attribution=not no_attribution,
+                     progress=(lambda msg: click.echo(msg, err=True)) if show else None)
+    if report is not None:
+        from .report import write_report
+
+        for path in write_report(result, report):
+            click.echo(f"wrote {path}", err=True)
     _emit(result, as_json, output, format_compare(result))
 
 
@@ -38,7 +55,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.option("--output", "-o", default=None, help="Also write the JSON result to this file.")
 @click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None,
-              help="Override workload.n_requests.")
+              help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
     """Run one scenario on its trace."""
     cfg = _load(config, n_requests)
@@ -50,10 +67,13 @@ def _load(config: str, n_requests: int | None):
     import dataclasses
 
     cfg = load_config(config)
-    if n_requests is not None:
-        cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload,
-                                                                    n_requests=n_requests))
-        if cfg.baseline is not None:
-            cfg = dataclasses.replace(cfg, baseline=dataclasses.replace(
-                cfg.baseline, workload=cfg.workload))
+    if n_requests is None:
+        return cfg
+    if cfg.trace_path:   # a loaded trace: keep its first n requests
+        change = dict(trace_head=n_requests)
+    else:
+        change = dict(workload=dataclasses.replace(cfg.workload, n_requests=n_requests))
+    cfg = dataclasses.replace(cfg, **change)
+    if cfg.baseline is not None:
+        cfg = dataclasses.replace(cfg, baseline=dataclasses.replace(cfg.baseline, **change))
     return cfg

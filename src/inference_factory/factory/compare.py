@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 from .config import LEVERS, FactoryConfig
-from .simulate import simulate, side_config, with_config_class_params
-from .workload import Trace, generate_trace, load_trace
+from .levers import lever_effects, no_change_reasons
+from .simulate import config_trace, simulate, side_config, with_config_class_params
+from .workload import Trace
 
 #: rows of the side-by-side table: (metric key, label, format)
 HEADLINE = [
+    ("input_tokens_per_day", "input tokens per day", "{:,.3g}"),
+    ("output_tokens_per_day", "output tokens per day", "{:,.3g}"),
+    ("kv_tokens_per_output_token", "KV tokens per output token", "{:,.0f}"),
     ("decode_tokens_per_s_per_gpu", "decode tokens/s per GPU", "{:,.0f}"),
     ("prefill_tokens_per_s_per_gpu", "prefill tokens/s per GPU (input)", "{:,.0f}"),
     ("cache_hit_rate", "cache hit rate (input tokens)", "{:.1%}"),
@@ -19,16 +24,20 @@ HEADLINE = [
     ("draft_time_share", "draft share of decode step", "{:.1%}"),
     ("expert_efficiency", "expert efficiency (mean/max rank)", "{:.1%}"),
     ("decode_batch_per_gpu", "decode batch per GPU", "{:,.1f}"),
+    ("decode_binding_resource", "decode binds on", "{}"),
     ("decode_occupancy", "decode occupancy", "{:.1%}"),
     ("ttft_p50_s", "TTFT p50 (s)", "{:.3f}"),
     ("ttft_p99_s", "TTFT p99 (s)", "{:.3f}"),
     ("tpot_p50_s", "TPOT p50 (ms)", "ms"),
     ("tpot_p99_s", "TPOT p99 (ms)", "ms"),
     ("goodput_frac", "goodput (output tokens within SLO)", "{:.1%}"),
+    ("goodput_tokens_per_s_per_gpu", "goodput tokens/s per GPU (all GPUs)", "{:,.0f}"),
     ("required_gpu_hours", "required GPU-hours (trace)", "{:,.1f}"),
     ("gpu_seconds_vs_baseline", "GPU-seconds vs baseline", "{:.1%}"),
     ("gpus_avg", "GPUs, average over the day", "{:,.0f}"),
     ("gpus_peak", "GPUs, peak", "{:,.0f}"),
+    ("nodes_avg", "nodes, average over the day", "{:,.1f}"),
+    ("nodes_peak", "nodes, peak", "{:,.0f}"),
     ("revenue_usd_per_day", "revenue $/day", "{:,.0f}"),
     ("cost_usd_per_day", "cost $/day", "{:,.0f}"),
     ("gross_margin", "gross margin", "{:.1%}"),
@@ -38,7 +47,7 @@ HEADLINE = [
     ("output_tokens_per_s_per_mw", "output tokens/s per MW", "{:,.0f}"),
 ]
 ATTRIBUTION_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mtok_output",
-                       "gross_margin")
+                       "gross_margin", "goodput_frac", "decode_binding_resource")
 
 
 def trace_summary(trace: Trace) -> dict:
@@ -57,17 +66,54 @@ def trace_summary(trace: Trace) -> dict:
 
 
 def _trace_for(cfg: FactoryConfig) -> Trace:
-    trace = load_trace(cfg.trace_path) if cfg.trace_path else generate_trace(cfg.workload)
-    return with_config_class_params(trace, cfg)
+    return with_config_class_params(config_trace(cfg), cfg)
 
 
-def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None = None) -> dict:
+def _with_shapes(cfg: FactoryConfig, donor: FactoryConfig) -> FactoryConfig:
+    """``cfg`` with the pool shapes (tp, dp, ep, deployment unit) of ``donor``."""
+    def shape(pool, src):
+        return dataclasses.replace(pool, tp=src.tp, dp=src.dp, ep=src.ep, unit_gpus=src.unit_gpus)
+    return dataclasses.replace(cfg, prefill=shape(cfg.prefill, donor.prefill),
+                               decode=shape(cfg.decode, donor.decode))
+
+
+def _attribution_runs(cfg: FactoryConfig, base_cfg: FactoryConfig):
+    """(lever, factory variant, baseline variant, how the baseline variant is read).
+
+    A lever the factory has and the baseline lacks: the factory without it, the baseline with
+    it. A lever both have (continuous batching in the generic baseline): the factory without
+    it, and the baseline without it (its value at the baseline is baseline / that). The pool
+    shapes are measured the same way, as the pseudo-lever ``parallelism``."""
+    runs = []
+    for lever in LEVERS:
+        f_on, b_on = getattr(cfg.levers, lever), getattr(base_cfg.levers, lever)
+        if not f_on:
+            continue
+        off = cfg.with_levers(cfg.levers.switched(**{lever: False}))
+        toggled = base_cfg.with_levers(base_cfg.levers.switched(**{lever: not b_on}))
+        runs.append((lever, off, toggled, "baseline_without" if b_on else "baseline_with"))
+    if (cfg.decode.tp, cfg.decode.dp, cfg.decode.ep) != (base_cfg.decode.tp, base_cfg.decode.dp,
+                                                         base_cfg.decode.ep):
+        runs.append(("parallelism", _with_shapes(cfg, base_cfg), _with_shapes(base_cfg, cfg),
+                     "baseline_with"))
+    return runs
+
+
+def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None = None,
+            lever_studies: bool = True, progress: Callable[[str], None] | None = None) -> dict:
     """Run baseline and factory on the same trace; optionally switch each lever off the
-    factory and on the baseline, one at a time."""
+    factory and toggle it on the baseline, one at a time (see :func:`_attribution_runs`), and
+    study when speculation and expert balancing pay (:mod:`.levers`). ``progress`` receives
+    one line per simulated side."""
+    say = progress or (lambda _msg: None)
     base_cfg = side_config(cfg, "baseline")
     trace = trace if trace is not None else _trace_for(cfg)
     memo: dict = {}
+    runs = _attribution_runs(cfg, base_cfg) if attribution else []
+    total = 2 + 2 * len(runs)
+    say(f"[1/{total}] baseline")
     base = simulate(base_cfg, trace, name="baseline", cache_memo=memo)
+    say(f"[2/{total}] factory")
     fact = simulate(cfg, trace, name="factory", cache_memo=memo)
     for side in (base, fact):
         side.metrics["gpu_seconds_vs_baseline"] = side.metrics["gpu_seconds"] / base.metrics["gpu_seconds"]
@@ -76,23 +122,24 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
         "trace": trace_summary(trace),
         "baseline": base.metrics, "factory": fact.metrics,
     }
+    if lever_studies:
+        out["lever_effects"] = lever_effects(fact, trace)
     if attribution:
         rows = []
-        for lever in LEVERS:
-            if getattr(cfg.levers, lever) == getattr(base_cfg.levers, lever):
-                continue
+        for i, (lever, f_cfg, b_cfg, kind) in enumerate(runs):
+            say(f"[{3 + 2 * i}/{total}] factory - {lever}")
             # cache capacity is infrastructure: held at the factory's while another lever is
             # switched off it; the baseline + prefix_cache run simulates its own
-            off = simulate(cfg.with_levers(cfg.levers.switched(**{lever: False})), trace,
-                           name=f"factory - {lever}", cache_memo=memo, cache_result=fact.cache)
-            on = simulate(base_cfg.with_levers(base_cfg.levers.switched(**{lever: True})), trace,
-                          name=f"baseline + {lever}", cache_memo=memo)
-            rows.append({
-                "lever": lever,
-                "factory_without": {k: off.metrics[k] for k in ATTRIBUTION_METRICS},
-                "baseline_with": {k: on.metrics[k] for k in ATTRIBUTION_METRICS},
-            })
+            keep = fact.cache if lever not in ("prefix_cache", "parallelism") else None
+            off = simulate(f_cfg, trace, name=f"factory - {lever}", cache_memo=memo,
+                           cache_result=keep)
+            say(f"[{4 + 2 * i}/{total}] baseline {'-' if kind == 'baseline_without' else '+'} {lever}")
+            tog = simulate(b_cfg, trace, name=f"baseline {kind} {lever}", cache_memo=memo)
+            rows.append({"lever": lever, "baseline_side": kind,
+                         "factory_without": {k: off.metrics[k] for k in ATTRIBUTION_METRICS},
+                         kind: {k: tog.metrics[k] for k in ATTRIBUTION_METRICS}})
         out["attribution"] = rows
+        out["no_change"] = no_change_reasons(out)
     return out
 
 
@@ -127,32 +174,91 @@ def _fmt(value, fmt: str) -> str:
     return fmt.format(value)
 
 
+def attribution_table(result: dict) -> list[str]:
+    """The per-lever attribution as aligned text with column headers."""
+    heads = ("tok/s/GPU", "GPU-s", "$/M out", "margin", "goodput")
+    def cells(d):
+        return (f"{d['decode_tokens_per_s_per_gpu']:>9,.0f} {d['gpu_seconds']:>11,.0f} "
+                f"{d['usd_per_mtok_output']:>8.3f} {_fmt(d['gross_margin'], '{:.1%}'):>8} "
+                f"{_fmt(d.get('goodput_frac'), '{:.1%}'):>7}")
+    hdr = f"{heads[0]:>9} {heads[1]:>11} {heads[2]:>8} {heads[3]:>8} {heads[4]:>7}"
+    b, f = result["baseline"], result["factory"]
+    lines = ["per-lever attribution: each lever switched off the factory, and toggled on the "
+             "generic baseline",
+             f"{'lever':20} | {'factory without the lever':^49} | {'baseline toggled':^49}",
+             f"{'':20} | {hdr} | {hdr}"]
+    for r in result["attribution"]:
+        side = r.get("baseline_with") or r.get("baseline_without")
+        sign = "-" if "baseline_without" in r else "+"
+        lines.append(f"{r['lever']:20} | {cells(r['factory_without'])} | {cells(side)} ({sign})")
+    lines.append(f"{'(factory | baseline)':20} | {cells(f)} | {cells(b)}")
+    lines.append("(+) baseline with the lever; (-) baseline without it (the generic baseline "
+                 "already has it)")
+    return lines
+
+
+def lever_effect_lines(result: dict) -> list[str]:
+    """When the speculative and expert-balancing levers pay, as text."""
+    le = result.get("lever_effects") or {}
+    lines = []
+    sp = le.get("speculative")
+    if sp:
+        lines += ["", "speculative decoding (MTP) at the factory's decode pool, by TPOT target",
+                  f"{'TPOT target (ms)':>17} {'no draft':>10} {'best depth':>11} {'gain':>7}  depths by class"]
+        for r in sp["tpot_curve"]:
+            g = r["gain"]
+            lines.append(f"{r['tpot_target_s'] * 1e3:>17.0f} "
+                         f"{_fmt(r['tokens_per_s_per_gpu_no_draft'], '{:,.0f}'):>10} "
+                         f"{_fmt(r['tokens_per_s_per_gpu_best_depth'], '{:,.0f}'):>11} "
+                         f"{_fmt(None if g is None else g - 1, '{:+.0%}'):>7}  "
+                         f"{r['depth_by_class'] if r['depth_by_class'] else 'n/a'}")
+        ll = sp["light_load"]
+        lines.append(f"light load (batch 1): {ll['per_user_tokens_per_s_no_draft']:.1f} -> "
+                     f"{ll['per_user_tokens_per_s_best_depth']:.1f} tokens/s per user "
+                     f"(x{ll['speedup']:.2f}, depths {ll['depth_by_class']})")
+        acc = ", ".join(f"{a['class']} " + "/".join(f"{x:.2f}" for x in a["acceptance_by_position"])
+                        for a in sp["acceptance"])
+        lines.append(f"acceptance by draft position (decay {sp['acceptance_decay_per_position']}): {acc}")
+    eb = le.get("expert_balancing")
+    if eb:
+        lines += ["", f"expert balancing at the factory's decode point (EP{eb['ep']}, the "
+                  "trace's expert skew): busiest rank "
+                  f"{eb['without']['busiest_rank_load_over_mean']:.2f}x the mean load without, "
+                  f"{eb['with']['busiest_rank_load_over_mean']:.2f}x with "
+                  f"{eb['redundant_experts']} redundant experts; decode step x{eb['step_time_ratio']:.3f}"]
+    return lines
+
+
 def format_compare(result: dict) -> str:
     b, f = result["baseline"], result["factory"]
     t = result["trace"]
     lines = [f"{result['model']}  price {result['price']}  config {result['config']}",
              f"trace: {t['n_requests']:,} requests, {t['input_tokens']:,} input / "
-             f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s", ""]
+             f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s; "
+             f"fleet and money at {f['arrival_rate_per_s']:,.1f} requests/s "
+             f"({f['arrival_rate_source']})", ""]
     w = max(len(label) for _, label, _ in HEADLINE)
     lines.append(f"{'':{w}}  {'baseline':>14}  {'factory':>14}")
     for key, label, fmt in HEADLINE:
         lines.append(f"{label:{w}}  {_fmt(b.get(key), fmt):>14}  {_fmt(f.get(key), fmt):>14}")
-    def cells(d):
-        return (f"{d['decode_tokens_per_s_per_gpu']:>9,.0f} {d['gpu_seconds']:>11,.0f} "
-                f"{d['usd_per_mtok_output']:>9.3f} {_fmt(d['gross_margin'], '{:.1%}'):>9}")
-
+    for side, d in (("baseline", b), ("factory", f)):
+        if d.get("cache_hit_rate_source") == "fixed by the scenario":
+            lines.append(f"note: the {side}'s cache hit rate is fixed by the scenario "
+                         "(levers.cache_hit_rate), not simulated")
     if "attribution" in result:
-        lines += ["", "per-lever attribution (decode tok/s/GPU, GPU-seconds, $/M output, gross margin)",
-                  f"{'lever':20} {'factory without':>44}   {'baseline with':>44}"]
-        for r in result["attribution"]:
-            lines.append(f"{r['lever']:20} {cells(r['factory_without']):>44}   {cells(r['baseline_with']):>44}")
-        lines.append(f"{'(all on / all off)':20} {cells(f):>44}   {cells(b):>44}")
+        lines += [""] + attribution_table(result)
+    lines += lever_effect_lines(result)
+    if result.get("no_change"):
+        lines += ["", "levers that change nothing at the factory point:"]
+        lines += [f"- {x}" for x in result["no_change"]]
     return "\n".join(lines)
 
 
 def format_simulate(result: dict) -> str:
     s = result["scenario"]
-    lines = [f"{result['model']}  price {result['price']}  config {result['config']}"]
+    lines = [f"{result['model']}  price {result['price']}  config {result['config']}",
+             f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "
+             f"({s['arrival_rate_source']}); cache hit rate {s['cache_hit_rate_source']}"]
     w = max(len(label) for _, label, _ in HEADLINE)
     for key, label, fmt in HEADLINE:
         if key in s:

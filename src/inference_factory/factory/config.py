@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..realism import load_realism
 from ..specs import _read_toml, _Table, data_dir, load_hardware, load_model
 from .workload import WorkloadClass, WorkloadSpec
 
@@ -31,7 +32,7 @@ class PoolConfig:
     unit_gpus: int = 8
     tokens_per_gpu: int = 16384          # prefill: tokens per GPU per forward pass
     max_batch_per_gpu: int = 256         # decode: continuous-batching cap
-    static_batch_per_gpu: int = 8        # decode: batch when continuous batching is off
+    static_batch_per_gpu: int = 0        # decode, static batching: cap (0 = the largest batch meeting the SLOs)
     max_draft_depth: int = 3             # decode: deepest draft the engine may choose
 
 
@@ -47,6 +48,7 @@ class Levers:
     redundant_experts: int = 32
     cache_tiers: tuple[str, ...] = TIERS
     hbm_cache_frac: float = 0.1
+    cache_hit_rate: float | None = None   # scenario-fixed hit rate (None = simulated)
 
     def switched(self, **changes: bool) -> "Levers":
         return dataclasses.replace(self, **changes)
@@ -105,6 +107,7 @@ class FactoryConfig:
     path: str = ""
     baseline: "FactoryConfig | None" = field(default=None, compare=False)
     baseline_path: str = ""
+    trace_head: int = 0                  # > 0: use only the first n requests of the loaded trace
 
     def with_levers(self, levers: Levers) -> "FactoryConfig":
         return dataclasses.replace(self, levers=levers)
@@ -158,7 +161,7 @@ def _pool(t: _Table, key: str, phase: str, base: PoolConfig | None) -> PoolConfi
         kw["max_batch_per_gpu"] = sub.get("max_batch_per_gpu", int, required=False,
                                           default=d.get("max_batch_per_gpu", 256), positive=True)
         kw["static_batch_per_gpu"] = sub.get("static_batch_per_gpu", int, required=False,
-                                             default=d.get("static_batch_per_gpu", 8), positive=True)
+                                             default=d.get("static_batch_per_gpu", 0), minimum=0)
         kw["max_draft_depth"] = sub.get("max_draft_depth", int, required=False,
                                         default=d.get("max_draft_depth", 3), minimum=0)
         if kw["max_draft_depth"] > 16:
@@ -188,6 +191,8 @@ def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
                  default=b and b.arrival_rate_per_s, positive=True)
     amp = _frac(w, "diurnal_amplitude", b.diurnal_amplitude if b else 0.0, upper_open=True)
     seed = w.get("seed", int, required=False, default=b.seed if b else 0, minimum=0)
+    per_day = w.get("output_tokens_per_day", float, required=False,
+                    default=b.output_tokens_per_day if b else 0.0, minimum=0.0)
     trace = w.get("trace", str, required=False, default="")
     classes = list(b.classes) if b else []
     if "class" in w.raw:
@@ -211,7 +216,8 @@ def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
                 system_prompt_zipf=c.get("system_prompt_zipf", float, minimum=0.0),
                 turns_mean=c.get("turns_mean", float, minimum=1.0),
                 acceptance_rate=_frac(c, "acceptance_rate", 0.0),
-                expert_skew=c.get("expert_skew", float, minimum=0.0),
+                expert_skew=c.get("expert_skew", float, required=False, minimum=0.0,
+                                  default=load_realism().default_expert_skew),
             )
             c.done()
             try:
@@ -223,7 +229,7 @@ def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
     w.done()
     try:
         spec = WorkloadSpec(n_requests=n, arrival_rate_per_s=rate, diurnal_amplitude=amp,
-                            seed=seed, classes=tuple(classes))
+                            seed=seed, classes=tuple(classes), output_tokens_per_day=per_day)
     except SpecError as exc:
         raise SpecError(f"{t.path}: workload: {exc}") from None
     if trace and not os.path.isabs(trace):
@@ -275,6 +281,10 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True) -> Facto
         raise SpecError(f"{p}: levers.cache_tiers = {tiers!r} must be a non-empty subset of {list(TIERS)}")
     lk["cache_tiers"] = tuple(x for x in TIERS if x in tiers)
     lk["hbm_cache_frac"] = _frac(lv, "hbm_cache_frac", bl.hbm_cache_frac)
+    if "cache_hit_rate" in lv.raw:
+        lk["cache_hit_rate"] = _frac(lv, "cache_hit_rate", 0.0, upper_open=True)
+    else:
+        lk["cache_hit_rate"] = bl.cache_hit_rate
     lv.done()
     if spec.is_moe and lk["redundant_experts"] and (spec.n_routed_experts + lk["redundant_experts"]) < decode.ep:
         raise SpecError(f"{p}: decode.ep = {decode.ep} exceeds routed + redundant experts")

@@ -22,6 +22,7 @@ from ..realism import load_realism
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
 from ..kernels import moe as kmoe
+from ..kernels import speculative as kspec
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .config import FactoryConfig, Levers, PoolConfig
 from .kvcache import simulate_prefix_cache
@@ -39,6 +40,8 @@ class SideResult:
     metrics: dict[str, Any]
     per_request: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     cache: Any = field(default=None, repr=False)
+    decode_grid: Any = field(default=None, repr=False)
+    context: dict = field(default_factory=dict, repr=False)   # what lever studies re-evaluate
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,8 +129,68 @@ def _batch_grid(max_batch: int) -> np.ndarray:
     return grid[grid >= 1]
 
 
+#: above this many per-class depth combinations the depths are chosen per class (argmax of
+#: each class's own rate) instead of jointly
+_MAX_DEPTH_COMBOS = 4096
+
+
 @dataclass
-class _DecodePoint:
+class DecodeGrid:
+    """Engine decode step times over (class, draft depth, batch per attention-DP rank) for one
+    pool, precisions and levers: what every decode operating-point choice reads from."""
+
+    batch: np.ndarray             # (batch,) sequences per attention-DP rank
+    depths: np.ndarray            # (depth,) draft depths evaluated
+    step_s: np.ndarray            # (class, depth, batch) verify-step time [s]
+    draft_s: np.ndarray           # (class, depth, batch) of which drafting [s]
+    tokens_per_step: np.ndarray   # (class, depth)
+    binding: np.ndarray           # (depth, batch) binding resource (first class)
+    expert_efficiency: np.ndarray  # (depth, batch)
+    fits_batch_max: float
+    out_share: np.ndarray         # (class,) output-token share
+    tp: int
+    dp: int
+
+
+def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict,
+                trace: Trace, kv_len: float, out_share: np.ndarray, levers: Levers,
+                popularity, *, speculative: bool | None = None) -> DecodeGrid:
+    """Evaluate the decode step of every class over the batch grid and the draft depths the
+    speculative lever allows (depth 0 only when it is off). Acceptance per position decays
+    geometrically from each class's first-position acceptance (``configs/realism.toml``
+    ``[speculative]``)."""
+    spec_on = levers.speculative if speculative is None else speculative
+    n_cls = len(trace.class_names)
+    max_b = pool.max_batch_per_gpu * pool.tp
+    grid = _batch_grid(max_b)
+    depths = list(range(pool.max_draft_depth + 1)) if (spec_on and m.n_mtp_modules) else [0]
+    decay = load_realism().acceptance_decay_per_position
+    step = np.empty((n_cls, len(depths), grid.size))
+    toks = np.empty((n_cls, len(depths)))
+    draft = np.empty((n_cls, len(depths), grid.size))
+    fits = binding = eff = None
+    for c in range(n_cls):
+        acc = kspec.acceptance_by_position(
+            first_position_acceptance=float(trace.acceptance_rate[c]),
+            decay_per_position=decay, depth=max(max(depths), 1))
+        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
+                      batch_size=list(grid), kv_len=kv_len, draft_depth=depths,
+                      acceptance_by_position=list(acc), expert_popularity=popularity)
+        ds = ds.transpose("draft_depth", "batch_size")
+        step[c] = ds.decode_step_s.values
+        draft[c] = ds.decode_draft_s.broadcast_like(ds.decode_step_s).values
+        toks[c] = ds.tokens_per_step.broadcast_like(ds.draft_depth).values
+        if fits is None:
+            fits = float(np.min(ds.max_batch_size.values))
+            binding = ds.decode_binding_resource.broadcast_like(ds.decode_step_s).values
+            eff = ds.expert_efficiency_frac.broadcast_like(ds.decode_step_s).values
+    return DecodeGrid(batch=grid, depths=np.array(depths), step_s=step, draft_s=draft,
+                      tokens_per_step=toks, binding=binding, expert_efficiency=eff,
+                      fits_batch_max=fits, out_share=out_share, tp=pool.tp, dp=pool.dp)
+
+
+@dataclass
+class DecodePoint:
     batch: float                  # sequences per attention-DP rank
     depth: np.ndarray             # draft depth per class
     tokens_per_step: np.ndarray   # per class
@@ -136,72 +199,72 @@ class _DecodePoint:
     tpot_by_class_s: np.ndarray
     draft_share: float            # share of the step spent drafting
     expert_efficiency: float
+    binding: str                  # binding resource at the operating point
     meets_slo: bool
     grid_batch: np.ndarray        # for interpolation at other occupancies
     grid_step_by_class: np.ndarray  # (class, batch) step times at the chosen depths
     fits_batch_max: float
 
 
-def _decode_point(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict,
-                  trace: Trace, kv_len: float, out_share: np.ndarray, levers: Levers,
-                  popularity) -> _DecodePoint:
-    n_cls = len(trace.class_names)
-    max_b = pool.max_batch_per_gpu * pool.tp if levers.continuous_batching else \
-        pool.static_batch_per_gpu * pool.tp
-    grid = _batch_grid(max_b)
-    depths = list(range(pool.max_draft_depth + 1)) if (levers.speculative and m.n_mtp_modules) \
-        else [0]
-    step = np.empty((n_cls, len(depths), grid.size))
-    toks = np.empty((n_cls, len(depths)))
-    draft = np.empty((n_cls, len(depths), grid.size))
-    fits = None
-    eff_grid = None
-    for c in range(n_cls):
-        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
-                      batch_size=list(grid), kv_len=kv_len, draft_depth=depths,
-                      acceptance_rate=float(trace.acceptance_rate[c]),
-                      expert_popularity=popularity)
-        ds = ds.transpose("draft_depth", "batch_size")
-        step[c] = ds.decode_step_s.values
-        draft[c] = ds.decode_draft_s.broadcast_like(ds.decode_step_s).values
-        toks[c] = ds.tokens_per_step.values
-        if fits is None:
-            fits = ds.max_batch_size.broadcast_like(ds.draft_depth).values
-            eff_grid = ds.expert_efficiency_frac.broadcast_like(ds.decode_step_s).values
-    # per class and batch: the draft depth with the best per-GPU throughput (tokens/step/time)
-    rate = toks[:, :, None] / step                              # (class, depth, batch)
-    best = rate.argmax(axis=1)                                   # (class, batch)
-    ci = np.arange(n_cls)[:, None]
-    bi = np.arange(grid.size)[None, :]
-    step_cb = step[ci, best, bi]
-    toks_cb = toks[ci, best]
-    draft_cb = draft[ci, best, bi]
-    w = out_share[:, None]
-    step_mix = (w * step_cb).sum(axis=0)                         # (batch,)
-    tpot_cb = step_mix[None, :] / toks_cb
-    max_fit = float(np.min(fits)) if fits is not None else math.inf
-    ok = (tpot_cb.max(axis=0) <= cfg.tpot_slo_s) & (grid <= max_fit)
-    if not levers.continuous_batching:
-        idx = grid.size - 1 if grid[-1] <= max_fit else int(np.searchsorted(grid, max_fit) - 1)
-        idx = max(idx, 0)
-        meets = bool(ok[idx])
-    elif ok.any():
-        idx, meets = int(np.flatnonzero(ok)[-1]), True
+def _depth_choices(g: DecodeGrid) -> np.ndarray:
+    """Candidate per-class depth indices, (combo, class): every combination when there are
+    few, else the depth of each class's own best rate at each batch."""
+    n_cls, n_d = g.tokens_per_step.shape
+    if n_d ** n_cls <= _MAX_DEPTH_COMBOS:
+        return np.array(np.meshgrid(*[np.arange(n_d)] * n_cls, indexing="ij")).reshape(n_cls, -1).T
+    best = (g.tokens_per_step[:, :, None] / g.step_s).argmax(axis=1)    # (class, batch)
+    return np.unique(best.T, axis=0)
+
+
+def decode_throughput_per_gpu(*, batch_per_rank, tokens_per_step, step_s, tp):
+    r"""Output tokens/s per GPU of a decode instance.
+
+    .. math:: r = \frac{b \, E}{t_{step} \, tp}
+
+    b sequences per attention-DP rank, each emitting E tokens per verify step of t_step
+    seconds; an attention-DP rank spans ``tp`` GPUs.
+    """
+    return batch_per_rank * tokens_per_step / (step_s * tp)
+
+
+def decode_point(g: DecodeGrid, tpot_slo_s: float, *, batch_index: int | None = None) -> DecodePoint:
+    """The decode operating point: the per-class draft depths and batch with the highest
+    output tokens/s per GPU whose every class meets the TPOT SLO and whose KV fits in HBM.
+    All classes share one batch; the step is their output-share-weighted mean. With
+    ``batch_index`` the batch is fixed (static batching) and only the depths are chosen.
+    Where no point meets the SLO the smallest batch is taken (``meets_slo`` False)."""
+    n_cls = g.step_s.shape[0]
+    w = g.out_share
+    ci = np.arange(n_cls)
+    combos = _depth_choices(g)
+    st = g.step_s[ci[None, :], combos, :]                                # (combo, class, batch)
+    tk = g.tokens_per_step[ci[None, :], combos]                           # (combo, class)
+    step_mix = np.einsum("c,kcb->kb", w, st)                              # (combo, batch)
+    e_mix = tk @ w                                                         # (combo,)
+    tput = decode_throughput_per_gpu(batch_per_rank=g.batch[None, :], tokens_per_step=e_mix[:, None],
+                                     step_s=step_mix, tp=g.tp)
+    tpot = step_mix[:, None, :] / tk[:, :, None]                          # (combo, class, batch)
+    ok = (tpot.max(axis=1) <= tpot_slo_s) & (g.batch[None, :] <= g.fits_batch_max)
+    if batch_index is not None:
+        ok = ok & (np.arange(g.batch.size) == batch_index)[None, :]
+    if ok.any():
+        k, b = np.unravel_index(np.argmax(np.where(ok, tput, -np.inf)), tput.shape)
+        meets = True
     else:
-        idx, meets = 0, False
-    # the scheduler keeps the depths chosen at the operating batch when occupancy moves
-    chosen = best[:, idx]
-    step_fixed = step[np.arange(n_cls)[:, None], chosen[:, None], np.arange(grid.size)[None, :]]
-    e_mix = float((out_share * toks_cb[:, idx]).sum())
-    b = float(grid[idx])
-    tput = b * pool.dp * e_mix / (step_mix[idx] * pool.tp * pool.dp)
-    return _DecodePoint(
-        batch=b, depth=np.array([depths[i] for i in best[:, idx]]), tokens_per_step=toks_cb[:, idx],
-        step_s=float(step_mix[idx]), tput_per_gpu=float(tput), tpot_by_class_s=tpot_cb[:, idx],
-        draft_share=float((w[:, 0] * draft_cb[:, idx]).sum() / step_mix[idx]),
-        expert_efficiency=float(eff_grid[best[0, idx], idx]), meets_slo=meets, grid_batch=grid,
-        grid_step_by_class=step_fixed,
-        fits_batch_max=max_fit)
+        b = batch_index if batch_index is not None else 0
+        k = int(np.argmin(tpot.max(axis=1)[:, b]))
+        meets = False
+    depth_idx = combos[k]
+    step_fixed = g.step_s[ci[:, None], depth_idx[:, None], np.arange(g.batch.size)[None, :]]
+    draft = g.draft_s[ci, depth_idx, b]
+    return DecodePoint(
+        batch=float(g.batch[b]), depth=g.depths[depth_idx], tokens_per_step=tk[k],
+        step_s=float(step_mix[k, b]), tput_per_gpu=float(tput[k, b]),
+        tpot_by_class_s=tpot[k, :, b],
+        draft_share=float((w * draft).sum() / step_mix[k, b]),
+        expert_efficiency=float(g.expert_efficiency[depth_idx[0], b]),
+        binding=str(g.binding[depth_idx[0], b]), meets_slo=meets, grid_batch=g.batch,
+        grid_step_by_class=step_fixed, fits_batch_max=g.fits_batch_max)
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,6 +312,85 @@ def _units(gpus: np.ndarray, unit: int) -> np.ndarray:
     return np.ceil(np.maximum(gpus, 1e-12) / unit) * unit
 
 
+def prompt_queue_wait_s(*, utilization, tokens_per_s, mean_tokens, mean_sq_tokens):
+    r"""Mean wait of a prompt for a prefill instance (M/G/1, Pollaczek-Khinchine).
+
+    .. math:: W = \frac{\rho \, E[S^2]}{2 (1 - \rho) E[S]}, \qquad S = c / R
+
+    Jobs are prompts of c computed tokens served at the instance's R tokens/s (a deployment
+    unit's GPUs together), at utilisation ρ. Prompts, not passes, are the jobs: a pass
+    serves many prompts at once. Source: Kleinrock, Queueing Systems I (1975), eq. 5.105.
+    """
+    es = mean_tokens / tokens_per_s
+    es2 = mean_sq_tokens / tokens_per_s ** 2
+    return utilization * es2 / (2.0 * (1.0 - utilization) * np.maximum(es, 1e-300))
+
+
+def prefill_busy_share(*, prefill_s_per_request, decode_s_per_request):
+    r"""Share of a colocated pool's busy GPU time spent in prefill.
+
+    .. math:: s_p = \frac{g_p}{g_p + g_d}
+
+    g_p, g_d: GPU-seconds per request of prefill and decode. With prefill-first scheduling a
+    prompt waits only for other prompts: its queue's utilisation is ρ s_p.
+    """
+    return prefill_s_per_request / (prefill_s_per_request + decode_s_per_request)
+
+
+def static_fill_time_s(*, batch_sequences, arrival_rate_per_s):
+    r"""Time for a static batch of B sequences to fill from arrivals at rate λ.
+
+    .. math:: t_{fill} = \frac{B - 1}{\lambda}
+
+    Requests are routed to the one instance whose batch is filling; the first waits the whole
+    fill, the last none (a request's wait is uniform on [0, t_fill]). Queueing for a free
+    instance is the same M/D/1 term as with continuous batching.
+    """
+    return np.maximum(batch_sequences - 1.0, 0.0) / arrival_rate_per_s
+
+
+def static_batch_index(g: DecodeGrid, pool: PoolConfig, rate_per_s: float, ttft_budget_s: float,
+                       tpot_slo_s: float) -> int:
+    """Static batching's batch: the largest grid batch (per attention-DP rank) that fits in
+    HBM, meets the TPOT SLO, stays under the pool's ``static_batch_per_gpu`` cap (if any) and
+    fills within the TTFT budget left after one prefill pass. The smallest batch if none."""
+    fill = static_fill_time_s(batch_sequences=g.batch * pool.dp, arrival_rate_per_s=rate_per_s)
+    ok = (fill <= ttft_budget_s) & (g.batch <= g.fits_batch_max)
+    if pool.static_batch_per_gpu:
+        ok &= g.batch <= pool.static_batch_per_gpu * pool.tp
+    meets = np.array([decode_point(g, tpot_slo_s, batch_index=i).meets_slo if ok[i] else False
+                      for i in range(g.batch.size)])
+    return int(np.flatnonzero(meets)[-1]) if meets.any() else 0
+
+
+def arrival_rate_per_s(cfg: FactoryConfig, trace: Trace) -> float:
+    """Mean arrival rate over the day that sizes the fleet and the money [requests/s]:
+    ``workload.output_tokens_per_day`` over the trace's mean output (a scenario given by its
+    daily tokens); else a loaded trace's own rate, n / (last - first arrival); else the
+    config's ``arrival_rate_per_s`` (the synthetic trace's daily mean)."""
+    w = cfg.workload
+    if w.output_tokens_per_day:
+        return float(w.output_tokens_per_day / SECONDS_PER_DAY / trace.output_tokens.mean())
+    if cfg.trace_path and trace.n_requests > 1 and trace.duration_s > 0:
+        return float((trace.n_requests - 1) / trace.duration_s)
+    return float(w.arrival_rate_per_s)
+
+
+def arrival_rate_source(cfg: FactoryConfig) -> str:
+    if cfg.workload.output_tokens_per_day:
+        return "workload.output_tokens_per_day / mean output tokens"
+    return "the trace's own (requests / span)" if cfg.trace_path else "workload.arrival_rate_per_s"
+
+
+def config_trace(cfg: FactoryConfig) -> Trace:
+    """The config's trace: the loaded file (its first ``trace_head`` requests when set) or
+    the synthetic workload."""
+    if cfg.trace_path:
+        trace = load_trace(cfg.trace_path)
+        return trace.head(cfg.trace_head) if cfg.trace_head else trace
+    return generate_trace(cfg.workload)
+
+
 def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None = None,
              cache_memo: dict | None = None, cache_result=None) -> SideResult:
     """Serve ``trace`` (default: the config's synthetic or loaded trace) with ``cfg``.
@@ -258,7 +400,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     m = load_model(cfg.model)
     lv = cfg.levers
     if trace is None:
-        trace = load_trace(cfg.trace_path) if cfg.trace_path else generate_trace(cfg.workload)
+        trace = config_trace(cfg)
     trace = with_config_class_params(trace, cfg)
     dpool = cfg.decode
     ppool = cfg.prefill if lv.pd_split else dataclasses.replace(
@@ -266,7 +408,10 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     hw_d, hw_p = load_hardware(dpool.hardware), load_hardware(ppool.hardware)
     prec_d, prec_p = _precisions(m, hw_d, lv), _precisions(m, hw_p, lv)
     overlap = "two-batch" if lv.overlap else "none"
-    redundant = lv.redundant_experts if (lv.expert_balancing and m.is_moe) else 0
+    # redundant experts rebalance expert-parallel ranks; without EP they only take HBM
+    redundant_d, redundant_p = (lv.redundant_experts if (lv.expert_balancing and m.is_moe
+                                                          and pool.ep > 1) else 0
+                                for pool in (dpool, ppool))
     pop = expert_popularity(m, trace, cfg.workload.seed)
     n_cls = len(trace.class_names)
 
@@ -275,43 +420,63 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     out_share = np.bincount(trace.class_id, weights=out, minlength=n_cls) / out.sum()
     kv_len = float((out * (inp + out / 2)).sum() / out.sum())   # token-weighted decode context
 
-    # ---- decode operating point
-    kw_d = dict(overlap=overlap, redundant_experts=redundant)
-    dp_ = _decode_point(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop)
-    static_eff = 1.0
-    if not lv.continuous_batching:
-        static_eff = static_batch_efficiency(trace.output_tokens, int(dp_.batch * dpool.dp))
-    decode_tput = dp_.tput_per_gpu * static_eff
+    # ---- decode grid (operating point chosen below, once the arrival rate is known)
+    kw_d = dict(overlap=overlap, redundant_experts=redundant_d)
+    dgrid = decode_grid(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop)
+    rate_mean = arrival_rate_per_s(cfg, trace)
 
     # ---- prefill: first pass sized without cache hits, to size the cache tiers
     p_bar = float((inp * inp).sum() / inp.sum())                  # token-weighted prompt
     rho = min(cfg.target_utilization, 0.99)
-    queue = rho / (2 * (1 - rho))                                 # M/D/1 mean wait / service
 
-    def prefill_rate(hit: float):
+    def prefill_rate(hit: float, rho: float = rho):
         """Prefill operating point: the largest chunk (tokens per GPU per pass, up to the
-        pool's tokens_per_gpu) whose p99 TTFT (one pass + the p99 of the queueing delay drawn
-        below) meets the TTFT SLO."""
+        pool's tokens_per_gpu) whose p99 TTFT (waiting for the next pass, one pass, and the
+        p99 of the queueing delay drawn below) meets the TTFT SLO."""
         chunks = np.unique(np.geomspace(512, max(ppool.tokens_per_gpu, 512), 12).round())
         per_prompt = max((1.0 - hit) * p_bar, 1.0)
         b = np.maximum(chunks * ppool.tp / per_prompt, 1.0)
         ds = evaluate(m, ppool.hardware, tp=ppool.tp, dp=ppool.dp, ep=ppool.ep, **prec_p,
-                      overlap=overlap, redundant_experts=redundant, prompt_len=p_bar,
+                      overlap=overlap, redundant_experts=redundant_p, prompt_len=p_bar,
                       prefill_batch_size=list(np.unique(b)), cache_hit_rate=min(hit, 0.999),
                       expert_popularity=pop)
         t = np.atleast_1d(ds.prefill_step_s.values)
-        ok = (1.0 + queue / rho * math.log(max(100.0 * rho, 1.0))) * t <= cfg.ttft_slo_s
+        r = np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)
+        wait = prompt_queue_wait_s(utilization=rho, tokens_per_s=r * ppool.unit_gpus,
+                                   mean_tokens=(1.0 - hit) * inp.mean(),
+                                   mean_sq_tokens=(1.0 - hit) ** 2 * (inp * inp).mean())
+        ok = 2.0 * t + wait / rho * math.log(max(100.0 * rho, 1.0)) <= cfg.ttft_slo_s
         i = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
         bb = float(np.atleast_1d(ds.prefill_batch_size.values)[i])
         return (float(np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)[i]),
                 float(t[i]), float(ds.weight_bytes_per_gpu), bb * per_prompt)
 
-    rate0, _, w_bytes_p, _ = prefill_rate(0.0)
-    rate_mean = cfg.workload.arrival_rate_per_s
+    rate0, t_pass0, w_bytes_p, _ = prefill_rate(0.0)
+
+    def choose_decode(tpot_budget_s: float):
+        """Decode operating point and its throughput (static batching's efficiency applied)
+        for a TPOT budget (the SLO, over the colocated interference factor)."""
+        if lv.continuous_batching:
+            pt = decode_point(dgrid, tpot_budget_s)
+            return pt, 1.0, pt.tput_per_gpu
+        idx = static_batch_index(dgrid, dpool, rate_mean, cfg.ttft_slo_s - t_pass0, tpot_budget_s)
+        pt = decode_point(dgrid, tpot_budget_s, batch_index=idx)
+        eff = static_batch_efficiency(trace.output_tokens, int(pt.batch * dpool.dp))
+        return pt, eff, pt.tput_per_gpu * eff
+
+    dp_, static_eff, decode_tput = choose_decode(cfg.tpot_slo_s)
     gpus_p0 = rate_mean * inp.mean() / rate0 / cfg.target_utilization
     caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p,
                                   float(_units(np.array([gpus_p0]), ppool.unit_gpus)[0]))
-    if lv.prefix_cache:
+    res = None
+    fixed_hit = lv.cache_hit_rate if lv.prefix_cache else None
+    if fixed_hit is not None:
+        # scenario-fixed hit rate: every request hits the same share of its prompt, served
+        # from the slowest configured tier (DeepSeek's on-disk cache)
+        hit_tok = np.floor(inp * fixed_hit)
+        slowest = [t for t in ("hbm", "dram", "nvme") if t in lv.cache_tiers][-1]
+        tier_tok = {t: hit_tok if t == slowest else np.zeros_like(inp) for t in ("hbm", "dram", "nvme")}
+    elif lv.prefix_cache:
         key = (id(trace), tuple(round(c, -3) for c in caps))
         res = cache_result
         if res is None and cache_memo is not None:
@@ -328,7 +493,26 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         tier_tok = {t: np.zeros_like(inp) for t in ("hbm", "dram", "nvme")}
     hit_rate = float(hit_tok.sum() / inp.sum())
     computed = inp - hit_tok
-    rate_p, t_pass, _, chunk_tokens = prefill_rate(hit_rate)
+    rho_p = rho
+    if not lv.pd_split:
+        # colocated, prefill-first scheduling (vLLM / SGLang default): a prompt queues only
+        # behind other prompts, so its server is busy the prefill share of the busy time
+        rate_c, *_ = prefill_rate(hit_rate)
+        rho_p = rho * prefill_busy_share(prefill_s_per_request=computed.mean() / rate_c,
+                                         decode_s_per_request=out.mean() / decode_tput)
+    rate_p, t_pass, _, chunk_tokens = prefill_rate(hit_rate, rho_p)
+    mean_wait = prompt_queue_wait_s(utilization=rho_p, tokens_per_s=rate_p * ppool.unit_gpus,
+                                    mean_tokens=computed.mean(), mean_sq_tokens=(computed ** 2).mean())
+    interference = 1.0
+    if not lv.pd_split:
+        # colocated: prefill passes interleave with decode steps and stretch every TPOT by
+        # 1 / (1 - prefill share); the decode point is re-chosen for the SLO over that factor
+        # (a fixed point: the share depends on the decode rate; three rounds converge)
+        for _ in range(3):
+            share = prefill_busy_share(prefill_s_per_request=computed.mean() / rate_p,
+                                       decode_s_per_request=out.mean() / decode_tput)
+            interference = 1.0 / max(1.0 - share, 1e-9)
+            dp_, static_eff, decode_tput = choose_decode(cfg.tpot_slo_s / interference)
 
     # ---- GPU time per request (busy), colocation, fleet
     gs_prefill = computed / rate_p                  # GPU-seconds per request
@@ -340,11 +524,11 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     if lv.pd_split:
         gpus_p = _units(load_p / util, ppool.unit_gpus)
         gpus_d = _units(load_d / util, dpool.unit_gpus)
-        interference = 1.0
     else:
         gpus_p = np.zeros(24)
         gpus_d = _units((load_p + load_d) / util, dpool.unit_gpus)
-        interference = 1.0 / max(1.0 - gs_prefill.sum() / (gs_prefill.sum() + gs_decode.sum()), 1e-9)
+        interference = 1.0 / max(1.0 - prefill_busy_share(
+            prefill_s_per_request=gs_prefill.mean(), decode_s_per_request=gs_decode.mean()), 1e-9)
     gpus = gpus_p + gpus_d
     busy_d = load_d / gpus_d if lv.pd_split else (load_p + load_d) / gpus_d
     busy_p = load_p / np.maximum(gpus_p, 1e-12)
@@ -359,14 +543,17 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     tpot = step_h[hour] / dp_.tokens_per_step[trace.class_id] * interference
     static_wait = 0.0
     if not lv.continuous_batching:
-        # a request joins the next static batch: it first waits, on average, half the
-        # current batch's run, which lasts as long as its longest output
-        static_wait = 0.5 * float(out.mean()) / static_eff * float(step_h.mean()) * interference
-    # queueing delay: M/D/1 mean wait, spread with the M/M/1 waiting-time shape (no wait with
-    # probability 1 - rho, else exponential), drawn deterministically from the trace seed
+        # a request waits for its static batch to fill: uniformly up to the fill time of
+        # batch x dp sequences at the fleet's arrival rate (requests go to the filling one)
+        fill = static_fill_time_s(batch_sequences=dp_.batch * dpool.dp, arrival_rate_per_s=rate_mean)
+        static_wait = np.random.default_rng(cfg.workload.seed + 2).random(trace.n_requests) * fill
+    # queueing delay: the prompt queue's mean wait (Pollaczek-Khinchine), spread with the
+    # M/M/1 waiting-time shape (no wait with probability 1 - rho, else exponential), plus the
+    # wait for the next pass to start (uniform over one pass), drawn from the trace seed
     rng = np.random.default_rng(cfg.workload.seed + 1)
-    waits = rng.random(trace.n_requests) < rho
-    wait = waits * rng.exponential(queue * t_pass / max(rho, 1e-9), trace.n_requests)
+    waits = rng.random(trace.n_requests) < rho_p
+    wait = waits * rng.exponential(mean_wait / max(rho_p, 1e-9), trace.n_requests)
+    wait = wait + rng.random(trace.n_requests) * t_pass
     passes = np.maximum(np.ceil(computed / max(chunk_tokens, 1.0)), 1.0)
     kv_tok = m.kv_bytes_per_token(prec_p["kv_precision"])
     tier_bw = {"hbm": hw_p.hbm_bw_bytes_per_s, "dram": hw_p.host_dram_bw_bytes_per_s,
@@ -433,24 +620,34 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
 
     metrics = {
         "requests": int(trace.n_requests),
+        "kv_tokens_per_output_token": kv_len,
+        "input_tokens_per_day": rate_mean * float(inp.mean()) * SECONDS_PER_DAY,
+        "output_tokens_per_day": rate_mean * float(out.mean()) * SECONDS_PER_DAY,
         "input_tokens": int(inp.sum()), "output_tokens": int(out.sum()),
         "decode_tokens_per_s_per_gpu": decode_tput,
         "prefill_tokens_per_s_per_gpu": rate_p / max(1.0 - hit_rate, 1e-9),
         "prefill_computed_tokens_per_s_per_gpu": rate_p,
         "cache_hit_rate": hit_rate,
+        "cache_hit_rate_source": "fixed by the scenario" if fixed_hit is not None else
+        ("simulated (exact-prefix LRU)" if lv.prefix_cache else "no prefix cache"),
+        "arrival_rate_per_s": rate_mean,
+        "arrival_rate_source": arrival_rate_source(cfg),
         "cache_hit_rate_by_tier": {t: float(tier_tok[t].sum() / inp.sum()) for t in tier_tok},
         "cache_capacity_tokens": dict(zip(("hbm", "dram", "nvme"), map(float, caps))),
         "speculative_tokens_per_pass": float((out_share * dp_.tokens_per_step).sum()),
         "draft_depth_by_class": {n: int(d) for n, d in zip(trace.class_names, dp_.depth)},
         "draft_time_share": dp_.draft_share,
         "expert_efficiency": dp_.expert_efficiency,
+        "decode_binding_resource": dp_.binding,
         "decode_batch_per_gpu": dp_.batch / dpool.tp,
         "decode_occupancy": concurrency / max(float(gpus_d.mean()) * dp_.batch / dpool.tp, 1e-12),
         "static_batch_efficiency": static_eff,
+        "decode_batch_per_instance": dp_.batch * dpool.dp,
         "meets_tpot_slo_at_operating_batch": dp_.meets_slo,
         "ttft_p50_s": float(np.percentile(ttft, 50)), "ttft_p99_s": float(np.percentile(ttft, 99)),
         "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,
         "goodput_frac": goodput,
+        "goodput_tokens_per_s_per_gpu": out_per_s * goodput / gpus_avg,
         "required_gpu_hours": gpu_s / 3600.0,
         "gpu_seconds": gpu_s,
         "gpus_avg": gpus_avg, "gpus_peak": float(gpus.max()),
@@ -467,11 +664,14 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "payback_months": payback,
         "output_tokens_per_s_per_mw": float(kecon.tokens_per_s_per_mw(
             tokens_per_s=out_per_s, facility_power_w=facility_w)),
-        "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant},
+        "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant_d},
     }
     return SideResult(name=name or cfg.name, metrics=metrics,
                       per_request={"ttft_s": ttft, "tpot_s": tpot, "hit_tokens": hit_tok},
-                      cache=res if lv.prefix_cache else None)
+                      cache=res, decode_grid=dgrid,
+                      context=dict(model=m, pool=dpool, precisions=prec_d, overlap=overlap,
+                                   redundant_experts=lv.redundant_experts if m.is_moe else 0,
+                                   popularity=pop, kv_len=kv_len, decode_point=dp_))
 
 
 def side_config(cfg: FactoryConfig, which: str) -> FactoryConfig:

@@ -142,6 +142,9 @@ class WorkloadSpec:
     Poisson process with this profile (at rate ``r0 * n_conversations / n_requests`` so that
     requests arrive at about ``r0``); turn k+1 of a conversation arrives an exponential think
     time (mean ``think_time_mean_s``, covering generation and reading) after turn k.
+    ``output_tokens_per_day`` (0 = unset), when given, sets the daily mean request rate that
+    sizes the fleet and the money (output tokens per day / mean output tokens per request);
+    the trace's timestamps still follow ``arrival_rate_per_s``.
     """
 
     n_requests: int
@@ -150,6 +153,7 @@ class WorkloadSpec:
     seed: int = 0
     classes: tuple[WorkloadClass, ...] = ()
     think_time_mean_s: float = 60.0
+    output_tokens_per_day: float = 0.0
 
     def __post_init__(self) -> None:
         who = "WorkloadSpec"
@@ -158,6 +162,7 @@ class WorkloadSpec:
         _check_num(who, "diurnal_amplitude", self.diurnal_amplitude, 0.0, 1.0)
         _check_int(who, "seed", self.seed, 0)
         _check_num(who, "think_time_mean_s", self.think_time_mean_s, 0.0)
+        _check_num(who, "output_tokens_per_day", self.output_tokens_per_day, 0.0)
         classes = tuple(self.classes) if isinstance(self.classes, (list, tuple)) else None
         if not classes:
             raise SpecError(f"{who}: classes = {self.classes!r} must be a non-empty sequence "
@@ -321,6 +326,20 @@ class Trace:
                                                    self.acceptance_rate, 0.0, 1.0),
                         "expert_skew": resolve("expert_skew", expert_skew, self.expert_skew,
                                                0.0, math.inf)})
+
+    def head(self, n: int) -> "Trace":
+        """The first ``n`` requests by arrival (all of them if the trace is shorter); items
+        no kept request uses stay in ``item_tokens`` (harmless: never looked up)."""
+        _check_int("Trace.head", "n", n, 1)
+        n = min(int(n), self.n_requests)
+        end = int(self.chain_offsets[n])
+        f = self._fields()
+        for k in ("arrival_s", "class_id", "input_tokens", "output_tokens", "own_item",
+                  "conversation_id"):
+            f[k] = f[k][:n]
+        f["chain_offsets"] = self.chain_offsets[:n + 1]
+        f["chain_items"] = self.chain_items[:end]
+        return Trace(**f)
 
     def _fields(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -31,3 +31,17 @@ def expected_tokens_per_step_sequence(*, draft_depth, acceptance_by_position):
     table = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
     idx = np.clip(np.asarray(draft_depth), 0, a.size).astype(int)
     return table[idx]
+
+
+def acceptance_by_position(*, first_position_acceptance, decay_per_position, depth):
+    r"""Per-position draft acceptance a_1..a_D, geometric in the position.
+
+    .. math:: a_i = a_1 \, \delta^{\,i-1}, \qquad i = 1..D
+
+    ``first_position_acceptance`` a_1 is the acceptance of the first drafted token (DeepSeek's
+    "second-token acceptance"); ``decay_per_position`` δ in [0, 1] (1 = constant acceptance).
+    Source: the base x decay^i parametrisation of vllm PR #38045 (serving_facts.md); δ is set
+    in ``configs/realism.toml`` from TensorRT-LLM's measured MTP-1 / MTP-3 accepted lengths.
+    """
+    i = np.arange(int(depth), dtype=float)
+    return float(first_position_acceptance) * float(decay_per_position) ** i

@@ -1,0 +1,164 @@
+"""When does a lever pay? Studies of the speculative-decoding and expert-balancing levers
+around a simulated side, and the plain-language reason a lever changes nothing.
+
+Everything here re-reads the engine through the side's own decode grid (:mod:`.simulate`):
+no physics of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..engine import evaluate
+from ..kernels import speculative as kspec
+from ..realism import load_realism
+from .simulate import DecodeGrid, SideResult, decode_point
+
+#: TPOT targets of the speculation curve [s]
+DEFAULT_TPOT_TARGETS_S = (0.020, 0.025, 0.030, 0.035, 0.040, 0.050, 0.060, 0.080, 0.100)
+
+#: what each lever acts on, for the "changes nothing" explanation
+ACTS_ON = {
+    "continuous_batching": "batch occupancy (static batches idle while their longest request runs)",
+    "pd_split": "prefill/decode interference and per-phase pool shapes",
+    "prefix_cache": "prefill compute of reused prompt prefixes",
+    "speculative": "tokens per decode step, paid for with a longer verify step",
+    "expert_balancing": "the busiest expert-parallel rank's load (needs EP > 1 and skewed routing)",
+    "low_precision": "KV-cache and dispatch bytes (and FP4 experts where the device has FP4)",
+    "overlap": "communication hidden behind the other micro-batch's compute",
+    "parallelism": "the pool shapes (TP vs attention-DP with expert parallelism)",
+}
+
+#: a lever "changes nothing" below this relative change of $/M output
+NO_CHANGE_REL = 0.005
+
+
+def _depth0(g: DecodeGrid) -> DecodeGrid:
+    """The same grid restricted to draft depth 0 (no speculation)."""
+    return dataclasses.replace(g, depths=g.depths[:1], step_s=g.step_s[:, :1], draft_s=g.draft_s[:, :1],
+                               tokens_per_step=g.tokens_per_step[:, :1], binding=g.binding[:1],
+                               expert_efficiency=g.expert_efficiency[:1])
+
+
+def speculation_curve(side: SideResult, tpot_targets_s=DEFAULT_TPOT_TARGETS_S) -> list[dict]:
+    """Decode tokens/s per GPU at each TPOT target with the best per-class draft depths and
+    with none, from the side's decode grid (same pool, precisions, overlap, skew).
+
+    The depths and the batch are chosen jointly per target (:func:`.simulate.decode_point`);
+    a target no batch meets gives ``None``."""
+    g = side.decode_grid
+    g0 = _depth0(g)
+    rows = []
+    for t in tpot_targets_s:
+        on, off = decode_point(g, t), decode_point(g0, t)
+        rows.append({
+            "tpot_target_s": float(t),
+            "tokens_per_s_per_gpu_best_depth": on.tput_per_gpu if on.meets_slo else None,
+            "tokens_per_s_per_gpu_no_draft": off.tput_per_gpu if off.meets_slo else None,
+            "gain": (on.tput_per_gpu / off.tput_per_gpu if on.meets_slo and off.meets_slo else None),
+            "depth_by_class": [int(d) for d in on.depth] if on.meets_slo else None,
+            "batch_per_gpu": on.batch / g.tp if on.meets_slo else None,
+            "binding_no_draft": off.binding if off.meets_slo else None,
+        })
+    return rows
+
+
+def light_load_speedup(side: SideResult) -> dict:
+    """Per-user output speed at batch 1 (light load) with the best draft depth per class over
+    no draft: (E(d) / t_step(d)) / (1 / t_step(0)), output-share weighted."""
+    g = side.decode_grid
+    rate = g.tokens_per_step / g.step_s[:, :, 0]                  # (class, depth) tokens/s/user
+    best = rate.max(axis=1)
+    return {"per_user_tokens_per_s_no_draft": float(g.out_share @ rate[:, 0]),
+            "per_user_tokens_per_s_best_depth": float(g.out_share @ best),
+            "speedup": float(g.out_share @ (best / rate[:, 0])),
+            "depth_by_class": [int(g.depths[i]) for i in rate.argmax(axis=1)]}
+
+
+def acceptance_table(trace_names, first_position_acceptance, depth: int) -> list[dict]:
+    """Per class: acceptance per draft position and expected tokens per verify step at each
+    depth, with the decay of ``configs/realism.toml`` [speculative]."""
+    decay = load_realism().acceptance_decay_per_position
+    rows = []
+    for name, a1 in zip(trace_names, first_position_acceptance):
+        acc = kspec.acceptance_by_position(first_position_acceptance=a1, decay_per_position=decay,
+                                           depth=depth)
+        e = kspec.expected_tokens_per_step_sequence(draft_depth=np.arange(depth + 1),
+                                                    acceptance_by_position=acc)
+        rows.append({"class": name, "acceptance_by_position": [float(x) for x in acc],
+                     "tokens_per_step_by_depth": [float(x) for x in e]})
+    return rows
+
+
+def expert_balance(side: SideResult) -> dict | None:
+    """The busiest expert-parallel rank at the side's decode operating point, with and
+    without the configured redundant experts (EPLB), at the trace's expert popularity."""
+    c = side.context
+    m, pool = c["model"], c["pool"]
+    if not m.is_moe or pool.ep <= 1:
+        return None
+    dp_ = c["decode_point"]
+    out = {}
+    for label, r in (("without", 0), ("with", c["redundant_experts"])):
+        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **c["precisions"],
+                      overlap=c["overlap"], redundant_experts=r, batch_size=dp_.batch,
+                      kv_len=c["kv_len"], expert_popularity=c["popularity"])
+        out[label] = {"expert_efficiency": float(ds.expert_efficiency_frac),
+                      "busiest_rank_load_over_mean": 1.0 / float(ds.expert_efficiency_frac),
+                      "decode_step_s": float(ds.decode_step_s),
+                      "binding": str(ds.decode_binding_resource.values)}
+    out["redundant_experts"] = int(c["redundant_experts"])
+    out["ep"] = int(pool.ep)
+    out["step_time_ratio"] = out["with"]["decode_step_s"] / out["without"]["decode_step_s"]
+    return out
+
+
+def no_change_reasons(result: dict) -> list[str]:
+    """One line per lever whose removal from the factory changes $/M output by less than
+    ``NO_CHANGE_REL``, naming the binding resource and what the lever acts on."""
+    f = result["factory"]
+    lines = []
+    for row in result.get("attribution", []):
+        ref = row["factory_without"]["usd_per_mtok_output"]
+        rel = f["usd_per_mtok_output"] / ref - 1.0 if ref else 0.0
+        if abs(rel) >= NO_CHANGE_REL:
+            continue
+        lever = row["lever"]
+        why = (f"{lever} changes $/M output by {rel:+.2%} at the factory: decode binds on "
+               f"{f.get('decode_binding_resource', '?')} at {f['decode_batch_per_gpu']:.0f} "
+               f"sequences/GPU; the lever acts on {ACTS_ON.get(lever, lever)}")
+        if lever == "speculative":
+            why += (f"; the chosen draft depths are {f.get('draft_depth_by_class')}, "
+                    "see the TPOT curve for where drafting pays")
+        if lever == "expert_balancing":
+            eb = result.get("lever_effects", {}).get("expert_balancing")
+            if eb:
+                why += (f"; busiest rank {eb['without']['busiest_rank_load_over_mean']:.2f}x the mean "
+                        f"without, {eb['with']['busiest_rank_load_over_mean']:.2f}x with "
+                        f"{eb['redundant_experts']} redundant experts")
+        lines.append(why)
+    return lines
+
+
+def lever_effects(side: SideResult, trace) -> dict:
+    """The lever studies of one side (normally the factory), JSON-ready."""
+    g = side.decode_grid
+    out: dict = {}
+    if g.depths.size > 1:
+        out["speculative"] = {
+            "tpot_curve": speculation_curve(side),
+            "light_load": light_load_speedup(side),
+            "acceptance": acceptance_table(trace.class_names, trace.acceptance_rate,
+                                           int(g.depths.max())),
+            "acceptance_decay_per_position": load_realism().acceptance_decay_per_position,
+        }
+    eb = expert_balance(side)
+    if eb is not None:
+        out["expert_balancing"] = eb
+    return out
+
+
+__all__ = ["speculation_curve", "light_load_speedup", "acceptance_table", "expert_balance",
+           "no_change_reasons", "lever_effects", "DEFAULT_TPOT_TARGETS_S"]
