@@ -35,6 +35,7 @@ from scipy.stats import qmc
 from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
                         economics_from_rates, gpu_cost_usd_per_hour)
 from .factory.config import resolve_price
+from .factory.levers import INTERACTIONS, WATERFALL_METRICS, lever_waterfall
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
@@ -653,92 +654,6 @@ def pareto_front(data: xr.Dataset | pd.DataFrame, *, x: str = "decode_tokens_per
     front.attrs.update(df.attrs)
     front.attrs["pareto"] = f"maximise {x} and {y}; {int(mask.sum())} of {len(df)} points"
     return front
-
-
-# --------------------------------------------------------------------------------------------
-# baseline-to-factory waterfall
-# --------------------------------------------------------------------------------------------
-
-WATERFALL_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mtok_output",
-                     "gross_margin")
-
-
-INTERACTIONS = "pool shapes + interactions"
-
-
-def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_output", *,
-                    basis: Literal["factory", "baseline"] = "factory",
-                    log: bool = False) -> pd.DataFrame:
-    """Steps from the baseline to the factory, one per lever, from a
-    :func:`inference_factory.factory.compare.compare` result with attribution.
-
-    A lever's step is its effect measured at the factory (``basis="factory"``: the factory
-    minus the factory without the lever) or at the baseline (``"baseline"``: the baseline
-    with the lever minus the baseline). Levers interact (they multiply), so the steps do not
-    add up to the total; the remainder (lever interactions, and the pool shapes that differ
-    between the configs without being levers) is one ``interactions`` step (named
-    ``INTERACTIONS``), and the bars end exactly
-    at the factory. With ``log=True`` the steps are factors (ratios) and the remainder is the
-    total factor over the product of the lever factors.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Rows ``baseline``, one per lever (compare's order), ``interactions``, ``factory``;
-        columns ``step``, ``kind`` (start | lever | interactions | end), ``before``,
-        ``after`` and ``change`` (after - before; a factor after / before with ``log``).
-    """
-    if metric not in WATERFALL_METRICS:
-        raise SpecError(f"lever_waterfall: metric = {metric!r} is not one of "
-                        f"{list(WATERFALL_METRICS)}")
-    if basis not in ("factory", "baseline"):
-        raise SpecError(f"lever_waterfall: basis = {basis!r} is not one of ['baseline', 'factory']")
-    if "attribution" not in result:
-        raise SpecError("lever_waterfall: the compare result has no attribution; run "
-                        "compare(cfg, attribution=True)")
-    base = float(result["baseline"][metric])
-    fact = float(result["factory"][metric])
-    # levers the baseline already has (continuous batching in the generic baseline) come
-    # first: the waterfall starts at the baseline without them
-    pre = [r for r in result["attribution"] if "baseline_without" in r]
-    post = [r for r in result["attribution"] if "baseline_without" not in r]
-    start_name, start = "baseline", base
-    if pre:
-        start = float(pre[0]["baseline_without"][metric])
-        for r in pre[1:]:
-            start = start * float(r["baseline_without"][metric]) / base if log else \
-                start + float(r["baseline_without"][metric]) - base
-        start_name = "baseline without " + ", ".join(r["lever"] for r in pre)
-    if log and (base <= 0 or fact <= 0 or start <= 0 or metric == "gross_margin"):
-        raise SpecError(f"lever_waterfall: log steps need a positive metric; {metric} is "
-                        f"{base:g} (baseline) and {fact:g} (factory)")
-    steps = []
-    for row in pre + post:
-        if basis == "factory":
-            ref, new = float(row["factory_without"][metric]), fact
-        elif "baseline_without" in row:
-            ref, new = float(row["baseline_without"][metric]), base
-        else:
-            ref, new = base, float(row["baseline_with"][metric])
-        steps.append((row["lever"], new / ref if log else new - ref))
-    rows = [{"step": start_name, "kind": "start", "before": 0.0 if not log else np.nan,
-             "after": start, "change": np.nan}]
-    level = start
-    for name, ch in steps:
-        after = level * ch if log else level + ch
-        rows.append({"step": name, "kind": "lever", "before": level, "after": after, "change": ch})
-        level = after
-    rest = fact / level if log else fact - level
-    # what no single lever explains: lever interactions and the pool shapes (parallelism,
-    # deployment units) that differ between the two configs but are not levers
-    rows.append({"step": INTERACTIONS, "kind": "interactions", "before": level, "after": fact,
-                 "change": rest})
-    rows.append({"step": "factory", "kind": "end", "before": np.nan, "after": fact,
-                 "change": np.nan})
-    out = pd.DataFrame(rows)
-    out.attrs.update({"metric": metric, "basis": basis, "log": log,
-                      "config": str(result.get("config", "")), "model": str(result.get("model", ""))})
-    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ HEADLINE = [
     ("output_tokens_per_s_per_mw", "output tokens/s per MW", "{:,.0f}"),
 ]
 ATTRIBUTION_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mtok_output",
-                       "gross_margin", "goodput_frac", "decode_binding_resource")
+                       "gross_margin", "goodput_frac", "goodput_tokens_per_s_per_gpu",
+                       "decode_binding_resource")
 
 
 def trace_summary(trace: Trace) -> dict:

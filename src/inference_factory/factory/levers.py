@@ -8,10 +8,13 @@ no physics of its own.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Literal, Mapping
 
 import numpy as np
+import pandas as pd
 
 from ..engine import evaluate
+from ..errors import SpecError
 from ..kernels import speculative as kspec
 from ..realism import load_realism
 from .simulate import DecodeGrid, SideResult, decode_point
@@ -160,5 +163,89 @@ def lever_effects(side: SideResult, trace) -> dict:
     return out
 
 
+WATERFALL_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mtok_output",
+                     "gross_margin")
+
+
+INTERACTIONS = "interactions"
+
+
+def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_output", *,
+                    basis: Literal["factory", "baseline"] = "factory",
+                    log: bool = False) -> pd.DataFrame:
+    """Steps from the baseline to the factory, one per lever, from a
+    :func:`inference_factory.factory.compare.compare` result with attribution.
+
+    The steps start at the generic baseline without the levers it already has (continuous
+    batching: ``baseline_without`` rows), then one step per lever. A lever's step is its
+    effect measured at the factory (``basis="factory"``: the factory minus the factory
+    without the lever) or at the baseline (``"baseline"``: the baseline with the lever minus
+    the baseline, or the baseline minus the baseline without it). Levers interact (they
+    multiply), so the steps do not add up to the total; the remainder is one
+    ``interactions`` step (named ``INTERACTIONS``), and the bars end exactly at the factory.
+    With ``log=True`` the steps are factors (ratios) and the remainder is the total factor
+    over the product of the lever factors.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows: the start, one per lever (compare's order), ``interactions``, ``factory``;
+        columns ``step``, ``kind`` (start | lever | interactions | end), ``before``,
+        ``after`` and ``change`` (after - before; a factor after / before with ``log``).
+    """
+    if metric not in WATERFALL_METRICS:
+        raise SpecError(f"lever_waterfall: metric = {metric!r} is not one of "
+                        f"{list(WATERFALL_METRICS)}")
+    if basis not in ("factory", "baseline"):
+        raise SpecError(f"lever_waterfall: basis = {basis!r} is not one of ['baseline', 'factory']")
+    if "attribution" not in result:
+        raise SpecError("lever_waterfall: the compare result has no attribution; run "
+                        "compare(cfg, attribution=True)")
+    base = float(result["baseline"][metric])
+    fact = float(result["factory"][metric])
+    # levers the baseline already has (continuous batching in the generic baseline) come
+    # first: the waterfall starts at the baseline without them
+    pre = [r for r in result["attribution"] if "baseline_without" in r]
+    post = [r for r in result["attribution"] if "baseline_without" not in r]
+    start_name, start = "baseline", base
+    if pre:
+        start = float(pre[0]["baseline_without"][metric])
+        for r in pre[1:]:
+            start = start * float(r["baseline_without"][metric]) / base if log else \
+                start + float(r["baseline_without"][metric]) - base
+        start_name = "baseline without " + ", ".join(r["lever"] for r in pre)
+    if log and (base <= 0 or fact <= 0 or start <= 0 or metric == "gross_margin"):
+        raise SpecError(f"lever_waterfall: log steps need a positive metric; {metric} is "
+                        f"{base:g} (baseline) and {fact:g} (factory)")
+    steps = []
+    for row in pre + post:
+        if basis == "factory":
+            ref, new = float(row["factory_without"][metric]), fact
+        elif "baseline_without" in row:
+            ref, new = float(row["baseline_without"][metric]), base
+        else:
+            ref, new = base, float(row["baseline_with"][metric])
+        steps.append((row["lever"], new / ref if log else new - ref))
+    rows = [{"step": start_name, "kind": "start", "before": 0.0 if not log else np.nan,
+             "after": start, "change": np.nan}]
+    level = start
+    for name, ch in steps:
+        after = level * ch if log else level + ch
+        rows.append({"step": name, "kind": "lever", "before": level, "after": after, "change": ch})
+        level = after
+    rest = fact / level if log else fact - level
+    # what no single lever explains: lever interactions and the pool shapes (parallelism,
+    # deployment units) that differ between the two configs but are not levers
+    rows.append({"step": INTERACTIONS, "kind": "interactions", "before": level, "after": fact,
+                 "change": rest})
+    rows.append({"step": "factory", "kind": "end", "before": np.nan, "after": fact,
+                 "change": np.nan})
+    out = pd.DataFrame(rows)
+    out.attrs.update({"metric": metric, "basis": basis, "log": log,
+                      "config": str(result.get("config", "")), "model": str(result.get("model", ""))})
+    return out
+
+
 __all__ = ["speculation_curve", "light_load_speedup", "acceptance_table", "expert_balance",
-           "no_change_reasons", "lever_effects", "DEFAULT_TPOT_TARGETS_S"]
+           "no_change_reasons", "lever_effects", "lever_waterfall", "DEFAULT_TPOT_TARGETS_S",
+           "INTERACTIONS", "WATERFALL_METRICS"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from .._io import atomic_output, write_text_atomic
 from ..errors import SpecError
 from .compare import HEADLINE, _fmt, attribution_table, lever_effect_lines
+from .levers import lever_waterfall
 
 WATERFALL_METRIC = "usd_per_mtok_output"
 
@@ -93,8 +94,6 @@ def plot_speculation_curve(result: dict, path: str | os.PathLike, *, option: str
 def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
     """Write the Markdown report to ``path`` and its figures beside it
     (``<stem>_waterfall.png``, ``<stem>_speculation.png``). Returns every path written."""
-    from ..questions import lever_waterfall
-
     target = Path(path)
     if target.suffix.lower() != ".md":
         raise SpecError(f"--report {path}: must end in .md")

@@ -642,6 +642,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "decode_batch_per_gpu": dp_.batch / dpool.tp,
         "decode_occupancy": concurrency / max(float(gpus_d.mean()) * dp_.batch / dpool.tp, 1e-12),
         "static_batch_efficiency": static_eff,
+        "colocated_interference": interference,
         "decode_batch_per_instance": dp_.batch * dpool.dp,
         "meets_tpot_slo_at_operating_batch": dp_.meets_slo,
         "ttft_p50_s": float(np.percentile(ttft, 50)), "ttft_p99_s": float(np.percentile(ttft, 99)),
