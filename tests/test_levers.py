@@ -242,3 +242,19 @@ def test_report_writes_markdown_and_figures(tmp_path):
     assert "tok/s/GPU" in text                         # the attribution has column headers
     for p in paths[1:]:
         assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cumulative_path_runs_from_the_generic_baseline_to_the_factory(result):
+    """Adding the factory's shapes and levers to the generic baseline one at a time ends at
+    the factory itself (the bundled pair differs in nothing else), so the path's steps are
+    exact and its waterfall has no residual."""
+    from inference_factory.factory.levers import lever_waterfall
+
+    path = result["path"]
+    assert [p["step"] for p in path] == list(fcompare.PATH_ORDER)
+    for key in ("usd_per_mtok_output", "gpu_seconds", "decode_tokens_per_s_per_gpu"):
+        assert path[-1][key] == pytest.approx(result["factory"][key], rel=1e-9)
+    w = lever_waterfall(result, "usd_per_mtok_output", basis="path", log=True)
+    assert w.set_index("step").loc["interactions", "change"] == pytest.approx(1.0)
+    assert w.step.iloc[0] == "baseline without continuous_batching"
+    assert w.after.iloc[-1] == result["factory"]["usd_per_mtok_output"]

@@ -100,6 +100,31 @@ def _attribution_runs(cfg: FactoryConfig, base_cfg: FactoryConfig):
     return runs
 
 
+#: order in which the cumulative path adds the factory's choices to the generic baseline:
+#: infrastructure (pool shapes, P/D split) first, then the numerics and the scheduling
+#: features that build on them, the prefix cache last (it acts on prefill only)
+PATH_ORDER = ("parallelism", "pd_split", "low_precision", "overlap", "expert_balancing",
+              "speculative", "prefix_cache")
+
+
+def _path_runs(cfg: FactoryConfig, base_cfg: FactoryConfig):
+    """(step name, config) from the generic baseline to the factory, one change at a time in
+    ``PATH_ORDER`` (each lever the factory has and the baseline lacks; the pool shapes)."""
+    runs, cur = [], base_cfg
+    for step in PATH_ORDER:
+        if step == "parallelism":
+            if (cfg.decode.tp, cfg.decode.dp, cfg.decode.ep) == (cur.decode.tp, cur.decode.dp,
+                                                                 cur.decode.ep):
+                continue
+            cur = _with_shapes(cur, cfg)
+        else:
+            if getattr(cur.levers, step) == getattr(cfg.levers, step):
+                continue
+            cur = cur.with_levers(cur.levers.switched(**{step: getattr(cfg.levers, step)}))
+        runs.append((step, cur))
+    return runs
+
+
 def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None = None,
             lever_studies: bool = True, progress: Callable[[str], None] | None = None) -> dict:
     """Run baseline and factory on the same trace; optionally switch each lever off the
@@ -111,7 +136,8 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
     trace = trace if trace is not None else _trace_for(cfg)
     memo: dict = {}
     runs = _attribution_runs(cfg, base_cfg) if attribution else []
-    total = 2 + 2 * len(runs)
+    path = _path_runs(cfg, base_cfg) if attribution else []
+    total = 2 + 2 * len(runs) + len(path)
     say(f"[1/{total}] baseline")
     base = simulate(base_cfg, trace, name="baseline", cache_memo=memo)
     say(f"[2/{total}] factory")
@@ -141,6 +167,12 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
                          kind: {k: tog.metrics[k] for k in ATTRIBUTION_METRICS}})
         out["attribution"] = rows
         out["no_change"] = no_change_reasons(out)
+        steps = []
+        for j, (step, p_cfg) in enumerate(path):
+            say(f"[{3 + 2 * len(runs) + j}/{total}] path: + {step}")
+            r = simulate(p_cfg, trace, name=f"path + {step}", cache_memo=memo)
+            steps.append({"step": step, **{k: r.metrics[k] for k in ATTRIBUTION_METRICS}})
+        out["path"] = steps
     return out
 
 
@@ -248,6 +280,20 @@ def format_compare(result: dict) -> str:
                          "(levers.cache_hit_rate), not simulated")
     if "attribution" in result:
         lines += [""] + attribution_table(result)
+    if result.get("path"):
+        pre = [r for r in result.get("attribution", []) if "baseline_without" in r]
+        lines += ["", "cumulative path from the generic baseline (each lever added to the earlier ones)",
+                  f"{'step':32} {'tok/s/GPU':>9} {'$/M out':>8} {'factor':>7}"]
+        level = b["usd_per_mtok_output"]
+        for r in pre:
+            w = r["baseline_without"]
+            lines.append(f"{'baseline - ' + r['lever']:32} {w['decode_tokens_per_s_per_gpu']:>9,.0f} "
+                         f"{w['usd_per_mtok_output']:>8.3f} {'':>7}")
+        lines.append(f"{'generic baseline':32} {b['decode_tokens_per_s_per_gpu']:>9,.0f} {level:>8.3f}")
+        for r in result["path"]:
+            lines.append(f"{'+ ' + r['step']:32} {r['decode_tokens_per_s_per_gpu']:>9,.0f} "
+                         f"{r['usd_per_mtok_output']:>8.3f} x{r['usd_per_mtok_output'] / level:>6.3f}")
+            level = r["usd_per_mtok_output"]
     lines += lever_effect_lines(result)
     if result.get("no_change"):
         lines += ["", "levers that change nothing at the factory point:"]

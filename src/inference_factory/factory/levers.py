@@ -171,7 +171,7 @@ INTERACTIONS = "interactions"
 
 
 def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_output", *,
-                    basis: Literal["factory", "baseline"] = "factory",
+                    basis: Literal["factory", "baseline", "path"] = "factory",
                     log: bool = False) -> pd.DataFrame:
     """Steps from the baseline to the factory, one per lever, from a
     :func:`inference_factory.factory.compare.compare` result with attribution.
@@ -183,8 +183,12 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
     the baseline, or the baseline minus the baseline without it). Levers interact (they
     multiply), so the steps do not add up to the total; the remainder is one
     ``interactions`` step (named ``INTERACTIONS``), and the bars end exactly at the factory.
-    With ``log=True`` the steps are factors (ratios) and the remainder is the total factor
-    over the product of the lever factors.
+    ``basis="path"`` instead adds the levers to the baseline cumulatively, in compare's
+    ``PATH_ORDER`` (the result's ``path``): each step is a lever's value given the earlier
+    ones, the steps are exact, and ``interactions`` holds only what differs between the two
+    configs besides levers and shapes (zero for the bundled pair). The path depends on the
+    order; the other two bases do not. With ``log=True`` the steps are factors (ratios) and
+    the remainder is the total factor over the product of the lever factors.
 
     Returns
     -------
@@ -196,8 +200,11 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
     if metric not in WATERFALL_METRICS:
         raise SpecError(f"lever_waterfall: metric = {metric!r} is not one of "
                         f"{list(WATERFALL_METRICS)}")
-    if basis not in ("factory", "baseline"):
-        raise SpecError(f"lever_waterfall: basis = {basis!r} is not one of ['baseline', 'factory']")
+    if basis not in ("factory", "baseline", "path"):
+        raise SpecError(f"lever_waterfall: basis = {basis!r} is not one of ['baseline', 'factory', 'path']")
+    if basis == "path" and "path" not in result:
+        raise SpecError("lever_waterfall: the compare result has no cumulative path; run "
+                        "compare(cfg, attribution=True)")
     if "attribution" not in result:
         raise SpecError("lever_waterfall: the compare result has no attribution; run "
                         "compare(cfg, attribution=True)")
@@ -218,6 +225,19 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
         raise SpecError(f"lever_waterfall: log steps need a positive metric; {metric} is "
                         f"{base:g} (baseline) and {fact:g} (factory)")
     steps = []
+    if basis == "path":
+        # cumulative: each lever added to the baseline with every earlier one (compare's
+        # PATH_ORDER); the steps are exact, and what remains is the configs' other differences
+        level = base
+        for r in result["path"]:
+            new = float(r[metric])
+            steps.append((r["step"], new / level if log else new - level))
+            level = new
+        pre_rows = pre
+        pre = []
+        post = []
+        steps = [(r["lever"], (base / float(r["baseline_without"][metric])) if log else
+                  base - float(r["baseline_without"][metric])) for r in pre_rows] + steps
     for row in pre + post:
         if basis == "factory":
             ref, new = float(row["factory_without"][metric]), fact

@@ -108,16 +108,24 @@ def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
     plt_ok = _pyplot() is not None
     if "attribution" in result:
         md += ["", "## Attribution", "", "```", *attribution_table(result), "```"]
-        steps = lever_waterfall(result, WATERFALL_METRIC, basis="baseline", log=True)
+        steps = lever_waterfall(result, WATERFALL_METRIC, basis="path", log=True)
+        at_b = lever_waterfall(result, WATERFALL_METRIC, basis="baseline", log=True)
         at_f = lever_waterfall(result, WATERFALL_METRIC, basis="factory", log=True)
         md += ["", "## Lever waterfall ($/M output tokens)", "",
-               "Each lever's factor measured against the generic baseline (the chart), and, for "
-               "comparison, at the factory (the factory over the factory without it). Levers "
-               "interact, so the factors do not multiply to the total; `interactions` closes "
-               "the gap.", ""]
-        md += ["| step | factor at the baseline | factor at the factory |", "|---|---:|---:|"]
+               "The chart adds the factory's choices to the generic baseline one at a time "
+               "(cumulative, in the order of the first table; each factor is the lever's value "
+               "given the earlier ones). The second table measures each lever alone: added to "
+               "(or, for continuous batching, removed from) the generic baseline, and removed "
+               "from the factory. Alone, levers that need others (expert balancing needs EP, "
+               "overlap needs a collective to hide) show little or nothing; `interactions` "
+               "closes the gap to the factory.", "",
+               "| cumulative step | $/M output | factor |", "|---|---:|---:|"]
+        md += [f"| {r.step} | {_fmt(r.after, '{:.3f}')} | {_fmt(r.change, 'x{:.3g}')} |"
+               for r in steps.itertuples() if r.kind != "end"]
+        md += ["", "| lever alone | factor at the baseline | factor at the factory |",
+               "|---|---:|---:|"]
         md += [f"| {r.step} | {_fmt(r.change, 'x{:.3g}')} | {_fmt(q.change, 'x{:.3g}')} |"
-               for r, q in zip(steps.itertuples(), at_f.itertuples())
+               for r, q in zip(at_b.itertuples(), at_f.itertuples())
                if r.kind in ("lever", "interactions")]
         md += [f"| total ({steps.step.iloc[0]} -> factory) | "
                f"x{steps.after.iloc[-1] / steps.after.iloc[0]:.3g} | |"]
