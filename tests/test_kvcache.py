@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inference_factory.errors import SpecError
-from inference_factory.factory.kvcache import (brute_force_prefix_cache, che_token_hit_rate,
+from inference_factory.factory.kvcache import (_capacities, _simulate_interpreted,
+                                               brute_force_prefix_cache, che_token_hit_rate,
                                                popularity_trace, simulate_prefix_cache,
                                                zipf_popularity)
 from inference_factory.factory.workload import (Trace, WorkloadClass, WorkloadSpec,
@@ -62,6 +63,7 @@ def test_fast_equals_brute_force_on_random_traces(caps):
                           max_item_tokens=int(rng.integers(1, 30)))
         fast = simulate_prefix_cache(tr, caps, audit=True)
         assert_same(fast, brute_force_prefix_cache(tr, caps))
+        assert_same(simulate_prefix_cache(tr, caps), fast)      # compiled = interpreted
         for t, cap in enumerate(caps):
             assert fast.peak_occupancy_tokens[t] <= cap
         assert np.all(fast.hit_tokens <= tr.chain_tokens)
@@ -74,6 +76,7 @@ def test_fast_equals_brute_force_property(seed, caps, n_items, max_item):
     tr = random_trace(np.random.default_rng(seed), 40, n_items, 5, max_item)
     fast = simulate_prefix_cache(tr, caps, audit=True)
     assert_same(fast, brute_force_prefix_cache(tr, caps))
+    assert_same(simulate_prefix_cache(tr, caps), fast)
 
 
 def test_fast_equals_brute_force_on_generated_and_loaded_traces():
@@ -84,13 +87,31 @@ def test_fast_equals_brute_force_on_generated_and_loaded_traces():
     tr = generate_trace(WorkloadSpec(n_requests=400, arrival_rate_per_s=1.0, seed=2,
                                      classes=(c,), think_time_mean_s=5.0))
     for caps in [(1000, 3000, 10_000), (0, 2000, 500), (400, 400, 400)]:
-        assert_same(simulate_prefix_cache(tr, caps, audit=True),
-                    brute_force_prefix_cache(tr, caps))
+        ref = brute_force_prefix_cache(tr, caps)
+        assert_same(simulate_prefix_cache(tr, caps, audit=True), ref)
+        assert_same(simulate_prefix_cache(tr, caps), ref)
     mc = load_trace(example_trace_path())
     for caps in [(2048, 4096, 16384), (0, 0, 1e9), (1024, 0, 3000)]:
         fast = simulate_prefix_cache(mc, caps, audit=True)
         assert_same(fast, brute_force_prefix_cache(mc, caps))
+        assert_same(simulate_prefix_cache(mc, caps), fast)
         assert fast.token_hit_rate() > 0
+
+
+@pytest.mark.parametrize("caps", [(3e4, 2e5, 1e6), (2e5, 0, 2e6), (1e4, 1e4, 1e4)], ids=str)
+def test_compiled_equals_interpreted_on_a_long_generated_trace(caps):
+    """The compiled LRU (the production path) against the interpreted one without the audit
+    (too slow for 20,000 requests) on a generated multi-turn trace: the same hits per request
+    and tier, the same peaks."""
+    c = WorkloadClass("chat", 1.0, prompt_tokens_median=600, prompt_tokens_sigma=1.0,
+                      output_tokens_median=80, output_tokens_sigma=1.0, max_prompt_tokens=20000,
+                      max_output_tokens=2000, system_prompt_tokens=3000, n_system_prompts=50,
+                      turns_mean=4.0)
+    tr = generate_trace(WorkloadSpec(n_requests=20_000, arrival_rate_per_s=5.0, seed=3,
+                                     classes=(c,), think_time_mean_s=20.0))
+    compiled = simulate_prefix_cache(tr, caps)
+    assert_same(compiled, _simulate_interpreted(tr, _capacities(caps), audit=False))
+    assert 0 < compiled.token_hit_rate() < 1
 
 
 def test_hand_worked_example():
