@@ -106,110 +106,111 @@ class CacheResult:
 # --------------------------------------------------------------------------------------------
 
 @numba.njit(cache=True)
-def _unlink(x, t, prv, nxt, head, tail):
-    p, q = prv[x], nxt[x]
+def _unlink(x, t, node, head, tail):
+    p, q = node[x, 0], node[x, 1]
     if p >= 0:
-        nxt[p] = q
+        node[p, 1] = q
     else:
         head[t] = q
     if q >= 0:
-        prv[q] = p
+        node[q, 0] = p
     else:
         tail[t] = p
 
 
 @numba.njit(cache=True)
-def _push_mru(x, t, prv, nxt, head, tail):
+def _push_mru(x, t, node, head, tail):
     last = tail[t]
-    prv[x] = last
-    nxt[x] = -1
+    node[x, 0] = last
+    node[x, 1] = -1
     if last >= 0:
-        nxt[last] = x
+        node[last, 1] = x
     else:
         head[t] = x
     tail[t] = x
 
 
 @numba.njit(cache=True)
-def _insert(x, t, size, caps, loc, prv, nxt, head, tail, occ, peak):
+def _insert(x, t, node, caps, head, tail, occ, peak):
     """Insert ``x`` (not held anywhere) at the MRU end of tier ``t``, or of the first lower
     tier it fits; each eviction is inserted the same way one tier down before the next
     eviction (module docstring, rule 3). The cascade is at most three levels deep and is
     written out level by level (numba compiles no recursion here)."""
-    s = size[x]
+    s = node[x, 2]
     while t < 3 and s > caps[t]:
         t += 1                                   # too large for this tier: skip it
     if t == 3:
-        loc[x] = -1                              # larger than every tier below: not cached
+        node[x, 3] = -1                              # larger than every tier below: not cached
         return
     while occ[t] + s > caps[t]:
         y = head[t]                              # the tier's LRU item
-        _unlink(y, t, prv, nxt, head, tail)
-        sy = size[y]
+        _unlink(y, t, node, head, tail)
+        sy = node[y, 2]
         occ[t] -= sy
         u = t + 1
         while u < 3 and sy > caps[u]:
             u += 1
         if u == 3:
-            loc[y] = -1                          # evicted from the last tier it fits: gone
+            node[y, 3] = -1                          # evicted from the last tier it fits: gone
             continue
         # demote y to tier u's MRU end, evicting there first (one more level of the cascade)
         while occ[u] + sy > caps[u]:
             z = head[u]
-            _unlink(z, u, prv, nxt, head, tail)
-            sz = size[z]
+            _unlink(z, u, node, head, tail)
+            sz = node[z, 2]
             occ[u] -= sz
             v = u + 1
             while v < 3 and sz > caps[v]:
                 v += 1
             if v == 3:
-                loc[z] = -1
+                node[z, 3] = -1
                 continue
             while occ[v] + sz > caps[v]:         # v == 2 here: evictions leave the cache
                 w = head[v]
-                _unlink(w, v, prv, nxt, head, tail)
-                occ[v] -= size[w]
-                loc[w] = -1
-            _push_mru(z, v, prv, nxt, head, tail)
+                _unlink(w, v, node, head, tail)
+                occ[v] -= node[w, 2]
+                node[w, 3] = -1
+            _push_mru(z, v, node, head, tail)
             occ[v] += sz
-            loc[z] = v
+            node[z, 3] = v
             if occ[v] > peak[v]:
                 peak[v] = occ[v]
-        _push_mru(y, u, prv, nxt, head, tail)
+        _push_mru(y, u, node, head, tail)
         occ[u] += sy
-        loc[y] = u
+        node[y, 3] = u
         if occ[u] > peak[u]:
             peak[u] = occ[u]
-    _push_mru(x, t, prv, nxt, head, tail)
+    _push_mru(x, t, node, head, tail)
     occ[t] += s
-    loc[x] = t
+    node[x, 3] = t
     if occ[t] > peak[t]:
         peak[t] = occ[t]
 
 
 @numba.njit(cache=True)
-def _touch(y, size, caps, loc, prv, nxt, head, tail, occ, peak):
+def _touch(y, node, caps, head, tail, occ, peak):
     """Move ``y`` to the HBM MRU end (inserting it if it is not cached; rule 2)."""
-    t = loc[y]
+    t = node[y, 3]
     if t == 0:
         if tail[0] != y:
-            _unlink(y, 0, prv, nxt, head, tail)
-            _push_mru(y, 0, prv, nxt, head, tail)
+            _unlink(y, 0, node, head, tail)
+            _push_mru(y, 0, node, head, tail)
         return
     if t > 0:
-        _unlink(y, t, prv, nxt, head, tail)
-        occ[t] -= size[y]
-        loc[y] = -1
-    _insert(y, 0, size, caps, loc, prv, nxt, head, tail, occ, peak)
+        _unlink(y, t, node, head, tail)
+        occ[t] -= node[y, 2]
+        node[y, 3] = -1
+    _insert(y, 0, node, caps, head, tail, occ, peak)
 
 
 @numba.njit(cache=True)
 def _simulate_compiled(offsets, items, own, size, caps):
     n = offsets.size - 1
     n_items = size.size
-    loc = np.full(n_items, -1, np.int8)         # tier holding each item, -1 = not cached
-    prv = np.full(n_items, -1, np.int64)        # neighbours in its tier's list (LRU first)
-    nxt = np.full(n_items, -1, np.int64)
+    # per item, in one cache line: neighbours in its tier's list (LRU first), tokens, tier
+    # holding it (-1 = not cached); the accesses of a touch then miss the cache once per item
+    node = np.full((n_items, 4), -1, np.int64)
+    node[:, 2] = size
     head = np.full(3, -1, np.int64)              # LRU item of each tier
     tail = np.full(3, -1, np.int64)              # MRU item of each tier
     occ = np.zeros(3, np.int64)                  # tokens held per tier
@@ -219,14 +220,14 @@ def _simulate_compiled(offsets, items, own, size, caps):
         a, b = offsets[r], offsets[r + 1]
         for j in range(a, b):                    # 1. hit: the leading run of present items
             y = items[j]
-            t = loc[y]
+            t = node[y, 3]
             if t < 0:
                 break
-            hits[t, r] += size[y]
+            hits[t, r] += node[y, 2]
         for j in range(a, b):                    # 2. touch every chain item, then own
-            _touch(items[j], size, caps, loc, prv, nxt, head, tail, occ, peak)
+            _touch(items[j], node, caps, head, tail, occ, peak)
         if own[r] >= 0:
-            _touch(own[r], size, caps, loc, prv, nxt, head, tail, occ, peak)
+            _touch(own[r], node, caps, head, tail, occ, peak)
     return hits, peak
 
 
