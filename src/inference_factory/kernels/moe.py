@@ -16,6 +16,12 @@ def expected_distinct_experts(*, n_experts, experts_per_token, tokens):
     return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** tokens)
 
 
+#: Below this exponent :math:`e^a < 2^{-54}`, so :math:`1 - e^a` rounds to exactly 1 in double
+#: precision: clamping the argument there changes no result bit and keeps ``exp`` off its
+#: slow underflow path (a bin of popular experts is saturated at large batches).
+SATURATED_EXPONENT = -40.0
+
+
 def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
     r"""Expected distinct experts for non-uniform routing, summed over popularity bins.
 
@@ -23,12 +29,13 @@ def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
 
     ``expert_hit_prob`` is a sequence of (m_j, q_j) pairs: m_j experts each chosen by a token
     with probability q_j (sum_j m_j q_j = k). Looping over a handful of bins keeps memory at
-    one grid-sized array.
+    one grid-sized array. :math:`(1 - q)^T` is computed as :math:`e^{\max(T \ln(1 - q), a_s)}`
+    with :data:`SATURATED_EXPONENT` :math:`a_s`, bit-identical to :math:`e^{T \ln(1 - q)}`.
     """
     total = 0.0
     for m, q in expert_hit_prob:
-        # (1 - q)^T written as exp(T ln(1 - q)): one multiply and one exp per point
-        total = total + m * (1.0 - np.exp(tokens * np.log1p(-q)))
+        total = total + m * (1.0 - np.exp(np.maximum(tokens * np.log1p(-q),
+                                                     SATURATED_EXPONENT)))
     return total
 
 
