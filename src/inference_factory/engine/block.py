@@ -50,10 +50,15 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
 
 
 def binding(named: Mapping[str, Any]) -> Any:
-    """Label of the largest part at each point (numpy arrays in, array of labels out)."""
-    names = np.asarray(list(named))
-    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in named.values()])
-    return names[np.argmax(np.stack(arrays), axis=0)]
+    """Index (into ``named``'s order, int8) of the largest part at each point, the first on a
+    tie; the Dataset carries the labels (:func:`.core._to_dataset`)."""
+    parts = [np.asarray(a, dtype=float) for a in named.values()]
+    best, code = parts[0], np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), np.int8)
+    for i, p in enumerate(parts[1:], 1):
+        larger = p > best
+        code = np.where(larger, np.int8(i), code)
+        best = np.maximum(best, p)
+    return code if code.ndim else code.item()
 
 
 def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,

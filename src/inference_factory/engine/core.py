@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import Any, Iterable, Literal, Mapping
 
 import numpy as np
@@ -194,22 +195,33 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
                     and np.any(np.asarray(axes["draft_depth"]) > 0)):
                 raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
                                 "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
-            res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
+            if detail == "ops":
+                res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
+            else:
+                res = _evaluate_tiled(g, raw_axes, dim_order, dim_sizes,
+                                      acceptance_by_position, draft)
             passes = res.pop("_ops", None)
-            ds = _to_dataset(res, dim_order, dim_sizes, axes)
+            ds = _to_dataset(res, dim_order, dim_sizes, axes,
+                             {"model": mi.name, "hardware": hi.name})
             if passes is not None:
                 ds = _add_ops(ds, op_table(passes), dim_order, dim_sizes)
-            coords = {"model": mi.name, "hardware": hi.name}
-            coords.update({k: s[k] for k in struct_dims})
-            ds = ds.expand_dims({k: [v] for k, v in coords.items()})
-            blocks.append(ds)
-    ds = xr.combine_by_coords(blocks, combine_attrs="drop_conflicts") if len(blocks) > 1 else blocks[0]
-    # keep the order the user gave (combine_by_coords sorts labels)
-    order = {"model": [x.name for x in models], "hardware": [x.name for x in hws]}
-    order.update({k: struct[k] for k in struct_dims})
-    ds = ds.reindex({k: v for k, v in order.items() if k in ds.dims and ds.sizes[k] > 1})
-    squeeze = [d for d in ("model", "hardware") if ds.sizes[d] == 1]
-    ds = ds.squeeze(squeeze)
+            blocks.append((ds, mi.name, hi.name, {k: s[k] for k in struct_dims}))
+    if len(blocks) == 1:
+        # one block: model and hardware are scalar coordinates, nothing to align or copy
+        ds, _, _, sdims = blocks[0]
+        ds = ds.expand_dims({k: [v] for k, v in sdims.items()}) if sdims else ds
+    else:
+        ds = xr.combine_by_coords(
+            [b.drop_vars(["model", "hardware"]).expand_dims(
+                {"model": [mn], "hardware": [hn], **{k: [v] for k, v in sd.items()}})
+             for b, mn, hn, sd in blocks], combine_attrs="drop_conflicts")
+        # keep the order the user gave (combine_by_coords sorts labels)
+        order = {"model": [x.name for x in models], "hardware": [x.name for x in hws]}
+        order.update({k: struct[k] for k in struct_dims})
+        order = {k: v for k, v in order.items() if k in ds.dims and ds.sizes[k] > 1
+                 and list(ds.indexes[k]) != list(v)}
+        ds = ds.reindex(order) if order else ds
+        ds = ds.squeeze([d for d in ("model", "hardware") if ds.sizes[d] == 1])
     ds.attrs.update({
         "title": "inference-factory roofline evaluation",
         "inference_factory_version": __version__,
@@ -220,6 +232,66 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         "hardware_files": "; ".join(f"{x.name}={x.path}" for x in hws),
     })
     return ds
+
+
+#: Points per tile of a grid evaluated tile by tile: the temporaries of one tile (a few hundred
+#: arrays of this length, a few dozen alive at once) stay in the CPU caches.
+TILE_POINTS = 65_536
+
+
+def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[str, int],
+                    acceptance_by_position, draft) -> dict[str, Any]:
+    """:func:`.block.evaluate_block` over the grid, tile by tile along its longest dimension
+    when that dimension is long (a list of non-separable points), on every core.
+
+    Every per-point quantity depends on the point's own coordinates only, so a tile's result
+    is the grid's result restricted to the tile; numpy releases the GIL inside its passes,
+    so tiles run on threads. Short grids and outer products of short axes are one block."""
+    if not order:
+        return evaluate_block(g, raw, acceptance_by_position, draft)
+    axis = max(range(len(order)), key=lambda i: sizes[order[i]])
+    n = sizes[order[axis]]
+    if n < 4 * TILE_POINTS:
+        return evaluate_block(g, raw, acceptance_by_position, draft)
+    starts = list(range(0, n, TILE_POINTS))
+    if n - starts[-1] < 2:          # a one-point tile could not tell "varies" from "constant"
+        starts.pop()
+
+    def tile(k: int) -> dict[str, Any]:
+        sl = slice(starts[k], starts[k + 1] if k + 1 < len(starts) else n)
+        sub = {}
+        for name, a in raw.items():
+            if np.ndim(a) and a.shape[axis] > 1:
+                idx = [slice(None)] * a.ndim
+                idx[axis] = sl
+                a = a[tuple(idx)]
+            sub[name] = a
+        return evaluate_block(g, sub, acceptance_by_position, draft)
+
+    first = tile(0)        # alone: fills the shared caches (tables, placements) once
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=_N_THREADS) as pool:
+        parts = [first] + list(pool.map(tile, range(1, len(starts))))
+    out = {}
+    for name in first:
+        arrs = [np.asarray(p[name]) for p in parts]
+        if all(a.ndim == 0 or a.shape[axis] == 1 for a in arrs) and all(
+                np.array_equal(a, arrs[0]) for a in arrs[1:]):
+            out[name] = first[name]                    # does not vary along the tiled axis
+            continue
+        pieces = []
+        for k, a in enumerate(arrs):
+            length = (starts[k + 1] if k + 1 < len(starts) else n) - starts[k]
+            a = a.reshape([1] * len(order)) if a.ndim == 0 else a
+            shape = list(a.shape)
+            shape[axis] = length
+            pieces.append(np.broadcast_to(a, shape))
+        out[name] = np.concatenate(pieces, axis=axis)
+    return out
+
+
+_N_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else (os.cpu_count() or 1))
 
 
 _UNITS = {"_s": "s", "_per_gpu": "per GPU", "_frac": "1", "_tokens_per_s_per_gpu": "tokens/s/GPU",
@@ -261,28 +333,32 @@ def _raw_axes(axes: Mapping[str, Any]):
     return order, sizes, raw
 
 
-def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any]) -> xr.Dataset:
+def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
+                labels: Mapping[str, str]) -> xr.Dataset:
+    """The block's arrays as Dataset variables, without copying them (a variable keeps the
+    dimensions it varies along); ``labels`` (model, hardware) become scalar coordinates."""
     data = {}
     for k, v in res.items():
         arr = np.asarray(v)
+        if k.endswith("_binding_resource"):      # int8 codes -> their labels
+            arr = np.asarray(RESOURCES)[arr]
+        attrs = {"units": _unit_of(k)}
         if arr.ndim == 0:
-            da = xr.DataArray(arr[()])
+            data[k] = ((), arr, attrs)
         else:
             keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
             squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
-            da = xr.DataArray(arr.squeeze(axis=squeeze), dims=[order[i] for i in keep])
-        da.attrs["units"] = _unit_of(k)
-        data[k] = da
+            data[k] = ([order[i] for i in keep], arr.squeeze(axis=squeeze), attrs)
     # every coordinate given at construction: one alignment instead of one per axis
-    coords: dict[str, Any] = {}
+    coords: dict[str, Any] = dict(labels)
     for name, a in axes.items():
         if isinstance(a, xr.DataArray):
             coords.update({c: a[c].variable for c in a.coords})
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
-            coords[name] = float(a)
+            coords[name] = ((), float(a), {"units": NUMERIC_AXES[name][1]})
     ds = xr.Dataset(data, coords=coords)
     for name in axes:
-        if name in ds.coords:
+        if name in ds.coords and "units" not in ds[name].attrs:
             ds[name].attrs["units"] = NUMERIC_AXES[name][1]
     return ds
 

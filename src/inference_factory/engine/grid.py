@@ -201,18 +201,27 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None):
     plus the roofline's growth above the upper edge."""
     key = (axis.tobytes(), id(x))      # tables of one family share their axes
     if memo is not None and key in memo:
-        _, x, log_x, frac, above = memo[key]
+        _, x, log_x, cell, w, above = memo[key]
     else:
         x = np.asarray(x, dtype=float)
         log_x = np.log(np.maximum(x, 1e-30))
-        # fractional node index of each point (held at the edges): linear in log x
+        # fractional node index of each point (held at the edges): linear in log x; kept as
+        # the lower node and the weight of the upper one, shared by the ops at this x
         frac = np.interp(log_x, axis, np.arange(axis.size, dtype=float))
+        cell = np.minimum(frac.astype(np.intp), max(axis.size - 2, 0))
+        w = frac - cell
         above = log_x > axis[-1] + _ON_NODE
         above = above if above.any() else None
         if memo is not None:
-            memo[key] = (axis, x, log_x, frac, above)
+            memo[key] = (axis, x, log_x, cell, w, above)
     latency = values + np.log(roofline(np.exp(axis)))
-    out = np.array(np.interp(frac, np.arange(axis.size, dtype=float), latency), dtype=float)
+    if axis.size == 1:
+        out = np.full(np.shape(log_x), latency[0])
+    else:
+        # numpy.interp over the node index, written as a gather: no search per point
+        slope = np.diff(latency)
+        out = latency.take(cell) + w * slope.take(cell)
+        out = np.array(out) if out.ndim == 0 else out     # writable below
     if above is not None:
         # above the table the time follows the op's roofline (only those points evaluated)
         top = np.exp(axis[-1])
