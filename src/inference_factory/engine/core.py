@@ -269,24 +269,34 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
         return evaluate_block(g, sub, acceptance_by_position, draft)
 
     first = tile(0)        # alone: fills the shared caches (tables, placements) once
+    # output buffers from the first tile: a variable that varies along the tiled axis gets the
+    # full length there; each tile is written into place as it completes, then dropped
+    out: dict[str, Any] = {}
+    for name, v in first.items():
+        a = np.asarray(v)
+        if a.ndim and a.shape[axis] > 1:
+            shape = list(a.shape)
+            shape[axis] = n
+            out[name] = np.empty(shape, dtype=a.dtype)
+        else:
+            out[name] = v
+
+    def place(k: int, part: Mapping[str, Any]) -> None:
+        stop = starts[k + 1] if k + 1 < len(starts) else n
+        for name, v in part.items():
+            a, buf = np.asarray(v), out[name]
+            if np.ndim(buf) and np.shape(buf)[axis] == n:
+                idx = [slice(None)] * buf.ndim
+                idx[axis] = slice(starts[k], stop)
+                buf[tuple(idx)] = a
+            elif not np.array_equal(a, buf):   # not expected: the tile's coordinates are
+                raise AssertionError(f"{name} varies across tiles but not within the first")
+
+    place(0, first)
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=_N_THREADS) as pool:
-        parts = [first] + list(pool.map(tile, range(1, len(starts))))
-    out = {}
-    for name in first:
-        arrs = [np.asarray(p[name]) for p in parts]
-        if all(a.ndim == 0 or a.shape[axis] == 1 for a in arrs) and all(
-                np.array_equal(a, arrs[0]) for a in arrs[1:]):
-            out[name] = first[name]                    # does not vary along the tiled axis
-            continue
-        pieces = []
-        for k, a in enumerate(arrs):
-            length = (starts[k + 1] if k + 1 < len(starts) else n) - starts[k]
-            a = a.reshape([1] * len(order)) if a.ndim == 0 else a
-            shape = list(a.shape)
-            shape[axis] = length
-            pieces.append(np.broadcast_to(a, shape))
-        out[name] = np.concatenate(pieces, axis=axis)
+        for k, part in zip(range(1, len(starts)), pool.map(tile, range(1, len(starts)))):
+            place(k, part)
     return out
 
 
