@@ -367,9 +367,9 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
             coords[name] = ((), float(a), {"units": NUMERIC_AXES[name][1]})
     ds = xr.Dataset(data, coords=coords)
-    for name in axes:
-        if name in ds.coords and "units" not in ds[name].attrs:
-            ds[name].attrs["units"] = NUMERIC_AXES[name][1]
+    for name in axes:          # the Variables themselves (ds[name] would build a DataArray)
+        if name in ds.variables and "units" not in ds.variables[name].attrs:
+            ds.variables[name].attrs["units"] = NUMERIC_AXES[name][1]
     return ds
 
 
