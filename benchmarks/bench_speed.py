@@ -1,8 +1,9 @@
 """Benchmark: the speed targets of issue 11, in one run, as ratios (to the targets and, with
 ``--ref``, to another commit measured interleaved in the same run).
 
-    python benchmarks/bench_speed.py [--reps 3] [--points 1000000] [--ref 00a1d86]
+    python benchmarks/bench_speed.py [--reps 3] [--points 1000000] [--ref main]
                                      [--llm-analysis-python PATH] [--skip rss,compare]
+    python benchmarks/bench_speed.py --profile nonsep_dsv3      # where one tile's time goes
 
 Every measurement is a fresh subprocess (PYTHONPATH at that version's ``src``, BLAS at one
 thread, ``INFERENCE_FACTORY_*_DIR`` unset) that imports, warms up (a small call of the same
@@ -181,6 +182,26 @@ def worker(name: str, n: int) -> None:
     print(json.dumps(r))
 
 
+def profile(name: str, n: int) -> None:
+    import cProfile
+    import pstats
+    import inference_factory as inf
+    base = dict(LLAMA if name != "nonsep_dsv3" else DSV3)
+    model, hw = base.pop("model"), base.pop("hardware")
+    if name == "single":
+        grid, warm, calls = dict(batch_size=64, kv_len=2048), dict(batch_size=1, kv_len=128), 200
+    else:
+        grid = nonsep_grid(n, draft=name == "nonsep_dsv3")
+        warm, calls = nonsep_grid(1000, draft=name == "nonsep_dsv3", seed=1), 1
+    inf.evaluate(model, hw, **base, **warm)
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        inf.evaluate(model, hw, **base, **grid)
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+
+
 def run_one(python: str, src: Path | None, name: str, n: int) -> dict | str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENCE_FACTORY_")}
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -213,10 +234,15 @@ def main() -> None:
     ap.add_argument("--llm-analysis-configs", type=int, default=2000)
     ap.add_argument("--skip", default="", help="comma-separated workloads to leave out")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--profile", choices=["nonsep_dsv3", "nonsep_llama", "single"],
+                    help="instead: cProfile (top 30 by own time) of one call of that workload "
+                         "in this process (``--points``, default here 65,536: one tile)")
     ap.add_argument("--worker")
     a = ap.parse_args()
     if a.worker:
         return worker(a.worker, a.points)
+    if a.profile:
+        return profile(a.profile, a.points if a.points != 1_000_000 else 65_536)
     skip = set(filter(None, a.skip.split(",")))
     versions = {"tree": REPO / "src"}
     if a.ref:
