@@ -59,3 +59,23 @@ def test_binding_label_is_the_largest_resource():
         expect = np.asarray(RESOURCES)[parts.argmax("r").values]
         np.testing.assert_array_equal(ds[f"{phase}_binding_resource"].broadcast_like(
             parts.isel(r=0)).values, expect)
+
+
+def test_tiled_outer_product_with_a_long_axis_equals_one_block(monkeypatch):
+    """A long list axis crossed with short ones and a point list of another dimension: tiles
+    run along the longest dimension; variables that do not vary along it (prefill here) are
+    kept once."""
+    kw = dict(batch_size=[float(b) for b in range(1, 1001)], kv_len=[512.0, 4096.0, 70000.0],
+              prompt_len=xr.DataArray([100.0, 5000.0], dims="p"), draft_depth=[0, 2])
+    monkeypatch.setattr(core, "TILE_POINTS", 10**9)
+    ref = inf.evaluate("DeepSeek-V3", "H800-SXM", dp=8, ep=8, **kw)
+    monkeypatch.setattr(core, "TILE_POINTS", 50)
+    tiled = inf.evaluate("DeepSeek-V3", "H800-SXM", dp=8, ep=8, **kw)
+    assert "batch_size" not in tiled.prefill_step_s.dims
+    for k in ref.data_vars:
+        assert tiled[k].dims == ref[k].dims, k
+        if ref[k].dtype.kind in "fi":
+            np.testing.assert_allclose(tiled[k].values, ref[k].values, rtol=1e-9, atol=0,
+                                       err_msg=k)
+        else:
+            np.testing.assert_array_equal(tiled[k].values, ref[k].values, err_msg=k)
