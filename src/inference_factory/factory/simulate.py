@@ -510,11 +510,11 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         # point is the fastest one that holds the SLO at its own f: for each candidate f the
         # point chosen for the budget SLO / f is feasible when its own f' <= f.
         best = None
+        g_p, out_mean = float(computed.mean()) / rate_p, float(out.mean())
         for f_try in np.geomspace(1.0, 50.0, 200):   # steps of 2 %
             pt, eff, tput = choose_decode(cfg.tpot_slo_s / f_try)
             f_own = 1.0 / max(1.0 - prefill_busy_share(
-                prefill_s_per_request=computed.mean() / rate_p,
-                decode_s_per_request=out.mean() / tput), 1e-9)
+                prefill_s_per_request=g_p, decode_s_per_request=out_mean / tput), 1e-9)
             if pt.meets_slo and f_own <= f_try and (best is None or tput > best[2]):
                 best = (pt, eff, tput)
         if best is not None:
