@@ -1,13 +1,32 @@
-"""Output files that appear only when complete: one mechanism for every writer."""
+"""Output files that appear only when complete: one mechanism for every writer.
+
+Every file or folder the package writes for a user goes through :func:`atomic_output`:
+
+- an output path that is an existing folder (other than a Zarr store written before, for a
+  ``.zarr`` output) or whose parent folder does not exist is a one-line :class:`SpecError`
+  before anything is written;
+- the result is written to a hidden temporary beside the target and moved over it with one
+  ``os.replace`` (atomic on one filesystem), so a reader sees the old file or the new one;
+- on any error, on Ctrl-C (SIGINT) and on SIGTERM/SIGHUP the temporary is removed and the
+  target is left as it was. The signal handlers are installed only while a write is in
+  progress (main thread only) and the previous handlers are restored afterwards.
+
+:func:`json_text` is the one JSON encoder of results: non-finite floats become ``null``
+(strict JSON has no NaN or Infinity).
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .errors import SpecError
 
@@ -32,6 +51,33 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+#: Signals that end the process while a write is in progress; each removes the temporary.
+_TERMINATING = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+@contextmanager
+def _exit_cleanly_on_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM/SIGHUP raise ``SystemExit(128 + signum)`` (as SIGINT
+    raises KeyboardInterrupt), so ``finally`` clauses run and temporaries are removed; the
+    previous handlers are restored on the way out. No-op outside the main thread, where
+    Python cannot install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    try:
+        for sig in _TERMINATING:
+            previous[sig] = signal.signal(sig, handler)
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike, *, option: str = "--output",
                   directory: bool = False) -> Iterator[str]:
@@ -39,7 +85,7 @@ def atomic_output(path: str | os.PathLike, *, option: str = "--output",
     (file or folder), on any error it is removed, so nothing half-written is ever left.
     A missing folder or an OS error is a one-line :class:`SpecError` naming ``option``."""
     target = Path(path)
-    folder = target.resolve().parent
+    folder = Path(os.path.abspath(target)).parent
     if not folder.is_dir():
         raise SpecError(f"{option} {path}: cannot write (folder {folder} does not exist)")
     if target.is_dir() and not (directory and _is_zarr_store(target)):
@@ -48,29 +94,30 @@ def atomic_output(path: str | os.PathLike, *, option: str = "--output",
         what = "a Zarr store" if directory else "a file"
         raise SpecError(f"{option} {path}: is an existing folder that is not {what} written "
                         f"before; give a new name (nothing was written or removed)")
-    tmp = None
-    try:
-        if directory:
-            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-        else:
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}",
-                                       dir=folder)
-            os.close(fd)
-        yield tmp
-        _default_mode(tmp)
-        if target.is_dir():
-            old = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=folder)
-            os.replace(target, os.path.join(old, "x"))
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+    with _exit_cleanly_on_signals():
         tmp = None
-    except OSError as exc:
-        raise SpecError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None:
-            _remove(tmp)
+        try:
+            if directory:
+                tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+            else:
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.",
+                                           suffix=f".tmp{target.suffix}", dir=folder)
+                os.close(fd)
+            yield tmp
+            _default_mode(tmp)
+            if target.is_dir():
+                old = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=folder)
+                os.replace(target, os.path.join(old, "x"))
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+            tmp = None
+        except OSError as exc:
+            raise SpecError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+        finally:
+            if tmp is not None:
+                _remove(tmp)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, *, option: str = "--output") -> None:
@@ -78,3 +125,25 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, option: str = "--ou
     with atomic_output(path, option=option) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+
+
+def _plain(x: Any) -> Any:
+    """JSON-ready copy: numpy scalars and arrays as Python values and lists, tuples as lists,
+    non-finite floats as None."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if getattr(x, "ndim", 0) > 0 and hasattr(x, "tolist"):
+        return _plain(x.tolist())
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        return _plain(x.item())
+    return x
+
+
+def json_text(obj: Any, *, indent: int | None = 2) -> str:
+    """Strict JSON of a result: non-finite numbers (``inf``, ``nan``) as ``null``, numpy
+    values as plain numbers; never raises on a number."""
+    return json.dumps(_plain(obj), indent=indent, allow_nan=False, default=str)

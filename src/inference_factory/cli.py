@@ -10,7 +10,6 @@ Any :class:`~inference_factory.SpecError` or command-line usage error is printed
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ import click
 
 from . import __version__, units, validation
 from .engine import NUMERIC_AXES, RESOURCES, STRUCT_AXES, CacheTier, Overlap, evaluate
-from ._io import write_text_atomic
+from ._io import json_text, write_text_atomic
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 
@@ -125,7 +124,7 @@ def _json_value(v: Any) -> Any:
 
 
 def _dump_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, allow_nan=False, default=_json_value))
+    click.echo(json_text(obj))
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,8 +495,7 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
 def _validation_json(results, summary) -> str:
     records = [{k: _json_value(v) for k, v in r.items()} for r in results.to_dict("records")]
-    return json.dumps({"cases": records, "summary": summary}, indent=2, allow_nan=False,
-                      default=_json_value)
+    return json_text({"cases": records, "summary": summary})
 
 
 def _validation_text(results, summary) -> str:

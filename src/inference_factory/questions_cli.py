@@ -8,7 +8,6 @@ exit status 2.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Callable, Sequence
 
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import questions as q
+from ._io import json_text
 from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
 from .engine import evaluate, to_dataframe
 from .errors import SpecError
@@ -132,7 +132,7 @@ def _emit(df: pd.DataFrame, as_json: bool, header: str = "", extra: dict | None 
         attrs = {k: v for k, v in df.attrs.items() if isinstance(v, (str, int, float, list, dict))}
         obj = {"rows": _records(df), "attrs": attrs}
         obj.update(extra or {})
-        click.echo(json.dumps(obj, indent=2, allow_nan=False, default=_cell))
+        click.echo(json_text(obj))
         return
     if header:
         click.echo(header)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Any, Callable
 
+from .._io import json_text
 from .config import LEVERS, FactoryConfig
 from .levers import lever_effects, no_change_reasons
 from .simulate import config_trace, simulate, side_config, with_config_class_params
@@ -182,21 +182,9 @@ def simulate_one(cfg: FactoryConfig) -> dict:
             "scenario": side.metrics}
 
 
-def _clean(x):
-    if isinstance(x, float):
-        return None if not math.isfinite(x) else x
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item"):
-        return _clean(x.item())
-    return x
-
-
 def to_json(result: dict) -> str:
     """Deterministic JSON (no timestamps; non-finite numbers as null)."""
-    return json.dumps(_clean(result), indent=2, sort_keys=False)
+    return json_text(result)
 
 
 def _fmt(value, fmt: str) -> str:
