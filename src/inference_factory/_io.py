@@ -78,12 +78,12 @@ def _exit_cleanly_on_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-@contextmanager
-def atomic_output(path: str | os.PathLike, *, option: str = "--output",
-                  directory: bool = False) -> Iterator[str]:
-    """Yield a temporary path beside ``path`` to write into; on success it replaces ``path``
-    (file or folder), on any error it is removed, so nothing half-written is ever left.
-    A missing folder or an OS error is a one-line :class:`SpecError` naming ``option``."""
+def check_target(path: str | os.PathLike, *, option: str = "--output",
+                 directory: bool = False) -> tuple[Path, Path]:
+    """(target, its folder) when ``path`` may be written; otherwise a one-line SpecError: the
+    folder does not exist, or the path is an existing folder (other than a Zarr store written
+    before, for a ``directory`` output). Commands call it before any work so that a bad
+    output path fails fast; :func:`atomic_output` calls it again before writing."""
     target = Path(path)
     folder = Path(os.path.abspath(target)).parent
     if not folder.is_dir():
@@ -94,6 +94,16 @@ def atomic_output(path: str | os.PathLike, *, option: str = "--output",
         what = "a Zarr store" if directory else "a file"
         raise SpecError(f"{option} {path}: is an existing folder that is not {what} written "
                         f"before; give a new name (nothing was written or removed)")
+    return target, folder
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, *, option: str = "--output",
+                  directory: bool = False) -> Iterator[str]:
+    """Yield a temporary path beside ``path`` to write into; on success it replaces ``path``
+    (file or folder), on any error it is removed, so nothing half-written is ever left.
+    A missing folder or an OS error is a one-line :class:`SpecError` naming ``option``."""
+    target, folder = check_target(path, option=option, directory=directory)
     with _exit_cleanly_on_signals():
         tmp = None
         try:

@@ -20,7 +20,7 @@ import click
 
 from . import __version__, units, validation
 from .engine import NUMERIC_AXES, RESOURCES, STRUCT_AXES, CacheTier, Overlap, evaluate
-from ._io import json_text, write_text_atomic
+from ._io import check_target, json_text, write_text_atomic
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 
@@ -531,6 +531,8 @@ def validate(cases_path: str, as_json: bool, output: str | None) -> None:
     suffix = os.path.splitext(output)[1].lower().lstrip(".") if output else ""
     if output is not None and suffix not in ("json", "csv"):
         raise SpecError(f"--output {output!r}: the file name must end in .json or .csv")
+    if output is not None:
+        check_target(output)
     cases = validation.load_cases(cases_path)
     results = validation.predict(cases)
     summary = validation.summarize(results)

@@ -125,6 +125,11 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
         "input_cache_hit_usd_per_mtok": pr.input_cache_hit_usd_per_mtok,
         "input_cache_miss_usd_per_mtok": pr.input_cache_miss_usd_per_mtok,
         "output_usd_per_mtok": pr.output_usd_per_mtok}
+    capex = _per_hardware(ds, lambda hw: cost.capex_usd_per_gpu or
+                          hw.price.get("capex_usd_per_gpu", np.nan))
+    unpriced = [] if cost.capex_usd_per_gpu else [
+        n for n in _hardware_names(ds)
+        if not _hardware_spec(ds, n).price.get("capex_usd_per_gpu")]
     out = economics_from_rates(
         ds,
         gpu_cost_decode=_per_hardware(ds, lambda hw: sum(gpu_cost_usd_per_hour(hw, cost, "decode"))),
@@ -132,12 +137,27 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
         energy_decode=_per_hardware(ds, lambda hw: gpu_cost_usd_per_hour(hw, cost, "decode")[1]),
         tdp_w=_per_hardware(ds, lambda hw: hw.tdp_w), utilization=cost.utilization, pue=cost.pue,
         prices=prices, input_tokens_per_output_token=input_tokens_per_output_token,
-        capex_usd_per_gpu=_per_hardware(ds, lambda hw: cost.capex_usd_per_gpu or
-                                        hw.price.get("capex_usd_per_gpu", np.nan)))
+        capex_usd_per_gpu=capex)
     if pr is not None:
         out.attrs["price"] = f"{pr.id} ({pr.date}; {pr.source})"
+        if unpriced:
+            # say why payback is absent instead of leaving a silent NaN
+            note = payback_absent_reason(unpriced)
+            out.attrs["payback_months"] = note
+            out["payback_months"].attrs["absent"] = note
     out.attrs["cost_basis"] = cost.cost_basis
     return out
+
+
+def _hardware_names(ds: xr.Dataset) -> list[str]:
+    return [str(h) for h in np.atleast_1d(ds["hardware"].values)]
+
+
+def payback_absent_reason(hardware: list[str]) -> str:
+    """One line: why ``payback_months`` is absent (NaN) for these devices."""
+    return (f"payback_months absent for {', '.join(hardware)}: no sourced purchase price in "
+            "the hardware file ([price] capex_usd_per_gpu); give capex_usd_per_gpu (CostModel, "
+            "a sweep file's [economics]) to assume one")
 
 
 def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, energy_decode,

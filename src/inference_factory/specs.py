@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import units
+from . import schema, units
 from .errors import SpecError
 from .kernels import params as kparams
 
@@ -199,7 +199,9 @@ _PRICE_KEYS = {
 
 
 def _parse_hardware(path: Path) -> HardwareSpec:
-    t = _Table(path, _read_toml(path))
+    raw = _read_toml(path)
+    schema.check(schema.HardwareFile, raw, str(path))
+    t = _Table(path, raw)
     name = t.get("name", str)
     aliases = tuple(t.get("aliases", list, required=False, default=[]))
     vendor = t.get("vendor", str)
@@ -456,7 +458,9 @@ class ModelSpec:
 
 
 def _parse_model(path: Path) -> ModelSpec:
-    t = _Table(path, _read_toml(path))
+    raw = _read_toml(path)
+    schema.check(schema.ModelFile, raw, str(path))
+    t = _Table(path, raw)
     precs = set(units.PRECISIONS)
     name = t.get("name", str)
     aliases = tuple(t.get("aliases", list, required=False, default=[]))

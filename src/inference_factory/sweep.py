@@ -58,6 +58,7 @@ import xarray as xr
 from . import __version__
 from .economics import CostModel, add_economics
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
+from . import schema as schemas
 from ._io import atomic_output
 from .errors import SpecError
 from .realism import Realism, load_realism
@@ -370,7 +371,9 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         cost_basis = "rental"                # rental | capex | tco; other CostModel fields too
     """
     p = Path(path)
-    t = _Table(p, _read_toml(p))
+    raw = _read_toml(p)
+    schemas.check(schemas.SweepFile, raw, str(p))
+    t = _Table(p, raw)
     sw = t.table("sweep")
     name = sw.get("name", str, required=False, default=p.stem)
     description = sw.get("description", str, required=False, default="")
@@ -532,8 +535,21 @@ def _finish(ds: xr.Dataset, spec: SweepSpec, realism: Realism | None) -> xr.Data
     return ds
 
 
+def check_size(spec: SweepSpec, max_points: int = schemas.MAX_SWEEP_POINTS) -> None:
+    """A one-line SpecError when the grid has more than ``max_points`` points (the
+    command line's ``--max-points``), before anything is evaluated or written."""
+    n = spec.n_points
+    if n > max_points:
+        dims = " x ".join(f"{k} {len(v)}" for k, v in (("model", spec.models),
+                                                       ("hardware", spec.hardware),
+                                                       *spec.axes.items()) if len(v) > 1)
+        raise SpecError(f"the sweep has {n:,} points ({dims}), more than the limit of "
+                        f"{max_points:,}; shrink an axis or raise --max-points")
+
+
 def run_sweep(spec: SweepSpec, *, chunks: int | Mapping[str, int] | None = None,
-              scheduler: Any = None, progress: bool = False, lazy: bool = False) -> xr.Dataset:
+              scheduler: Any = None, progress: bool = False, lazy: bool = False,
+              max_points: int = schemas.MAX_SWEEP_POINTS) -> xr.Dataset:
     """Evaluate a sweep.
 
     Parameters
@@ -550,6 +566,8 @@ def run_sweep(spec: SweepSpec, *, chunks: int | Mapping[str, int] | None = None,
     lazy : bool
         Return the chunked result without computing it (dask-backed), e.g. to write it
         with :func:`write_result` block by block. Ignored when ``chunks`` is None.
+    max_points : int
+        Refuse a grid of more points (default ``schema.MAX_SWEEP_POINTS`` = 10^8).
 
     Returns
     -------
@@ -557,6 +575,7 @@ def run_sweep(spec: SweepSpec, *, chunks: int | Mapping[str, int] | None = None,
         The :func:`evaluate` Dataset (plus economics when the spec has them) with provenance
         attributes. Chunked results equal the in-memory one.
     """
+    check_size(spec, max_points)
     _check_distinct(spec)
     realism = _load_realism(spec)
     if chunks is None:

@@ -18,10 +18,12 @@ from typing import Any
 import click
 
 from .errors import SpecError
-from .sweep import (COST_BASES, DEFAULT_CHUNK_POINTS, FORMATS, SweepSpec, dask_scheduler,
+from .sweep import (COST_BASES, DEFAULT_CHUNK_POINTS, FORMATS, SweepSpec, check_size,
+                    dask_scheduler,
                     load_sweep_file, output_format, parse_axis, parse_setting,
                     run_sweep, write_result)
 from .economics import CostModel
+from .schema import MAX_SWEEP_POINTS
 from .sweep_plot import check_plot, parse_size, plot_sweep
 
 #: Grids up to this many points are evaluated in memory unless --chunk-size is given.
@@ -114,13 +116,17 @@ def _shape(ds) -> str:
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="dask.distributed scheduler (e.g. tcp://10.0.0.1:8786); workers write the "
                    "output, so its folder must be on a filesystem they share.")
+@click.option("--max-points", type=click.IntRange(min=1), default=MAX_SWEEP_POINTS,
+              show_default=True, metavar="N",
+              help="Refuse a grid of more points (a guard against a typo that would run for "
+                   "days); raise it to run a larger sweep.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
 def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
               axes: tuple[str, ...], settings: tuple[str, ...], draft_model: str | None,
               ideal: bool, price: str | None, cost_basis: str | None, output: str | None,
               plot_path: str | None, x: str | None, y: str | None, var: str | None,
               facet: str | None, size: str, dpi: int, chunk_size: int | None,
-              scheduler: str | None, quiet: bool) -> None:
+              scheduler: str | None, max_points: int, quiet: bool) -> None:
     """Evaluate a grid of named axes; write it (.nc, .zarr, .csv, .parquet) and/or plot it.
 
     \b
@@ -132,6 +138,7 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
     t0 = time.perf_counter()
     spec = build_spec(config, models, hardware, axes, settings, ideal=ideal,
                       draft_model=draft_model, price=price, cost_basis=cost_basis)
+    check_size(spec, max_points)
     if output is None and plot_path is None:
         raise SpecError(f"nothing to write: give --output FILE ({', '.join(FORMATS)}) "
                         "and/or --plot FILE.png")
@@ -161,7 +168,9 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
     progress = not quiet and sys.stderr.isatty()
 
     with dask_scheduler(scheduler) as client:
-        ds = run_sweep(spec, chunks=chunks, lazy=True)
+        ds = run_sweep(spec, chunks=chunks, lazy=True, max_points=max_points)
+        if "payback_months" in ds.attrs and not quiet:
+            click.echo(f"note: {ds.attrs['payback_months']}", err=True)
         if plot_path is not None:
             check_plot(ds, plot_path, x=x, var=var, y=y, facet=facet)
         if output is not None:

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from . import units
+from . import schema, units
 from .engine import NUMERIC_AXES, evaluate
 from .errors import SpecError
 from .specs import load_hardware, load_model
@@ -199,10 +199,24 @@ def load_cases(path: str | os.PathLike) -> pd.DataFrame:
         if case_id in seen:
             raise r.fail("case_id", f"duplicates the case of row {seen[case_id]}")
         seen[case_id] = line
+        _check_cells(r)
         out.append(_check_row(r))
     df = pd.DataFrame(out)
     df.attrs["path"] = str(p)
     return df
+
+
+def _check_cells(r: _Row) -> None:
+    """Types and ranges of the row's cells (:class:`~inference_factory.schema.CaseRow`);
+    a blank cell is absent and takes its default later."""
+    cells = {k: v.strip() for k, v in r.raw.items() if v.strip()}
+    if cells.get("batch_per_gpu", "").lower() == "max":
+        del cells["batch_per_gpu"]
+    bad = schema.violation(schema.CaseRow, cells)
+    if bad is not None:
+        column, _, need = bad
+        raise r.fail(column.split(".")[0].split("[")[0],
+                     need.replace("is missing (required)", "is required and blank"))
 
 
 def _load_spec(r: _Row, column: str, loader):
@@ -251,8 +265,13 @@ def _check_row(r: _Row) -> dict[str, Any]:
         raise r.fail("ep", f"model {m.name!r} is dense: ep must be 1 (or blank)")
     if not m.is_moe and redundant != 0:
         raise r.fail("redundant_experts", f"model {m.name!r} is dense: must be 0 (or blank)")
+    if m.n_q_heads % tp:
+        raise r.fail("tp", f"must divide the {m.n_q_heads} attention heads of {m.name!r}")
     if n_gpus % ep:
         raise r.fail("ep", f"must divide the instance's GPUs tp x dp = {n_gpus}")
+    if m.is_moe and redundant > m.n_routed_experts:
+        raise r.fail("redundant_experts", f"exceeds the {m.n_routed_experts} routed experts of "
+                                          f"{m.name!r} (at most one extra replica per expert)")
     if m.is_moe and ep > m.n_routed_experts + redundant:
         raise r.fail("ep", f"exceeds the {m.n_routed_experts + redundant} routed experts "
                            f"(+ redundant) of {m.name!r}")

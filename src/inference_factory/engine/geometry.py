@@ -14,6 +14,7 @@ from .. import units
 from ..errors import SpecError
 from ..kernels import moe as kmoe
 from ..realism import Realism
+from ..schema import MAX_GPUS
 from ..specs import HardwareSpec, ModelSpec
 
 
@@ -68,16 +69,23 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
     """Check one combination of structural choices and resolve it into a :class:`Geom`."""
     def pos_int(key):
         v = s[key]
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise SpecError(f"{key} = {v!r} must be a positive integer")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_GPUS:
+            raise SpecError(f"{key} = {v!r} must be an integer in [1, {MAX_GPUS:,}]")
         return int(v)
 
     tp, dp, ep = pos_int("tp"), pos_int("dp"), pos_int("ep")
+    if m.n_q_heads % tp:
+        raise SpecError(f"tp = {tp} must divide the {m.n_q_heads} attention heads of "
+                        f"{m.name!r} (each GPU of a TP group holds whole heads)")
     if (tp * dp) % ep:
         raise SpecError(f"ep = {ep} must divide the instance's GPUs tp x dp = {tp * dp}")
     red = s["redundant_experts"]
     if isinstance(red, bool) or not isinstance(red, (int, np.integer)) or red < 0:
         raise SpecError(f"redundant_experts = {red!r} must be an integer >= 0")
+    if m.is_moe and red > m.n_routed_experts:
+        raise SpecError(f"redundant_experts = {red} exceeds the {m.n_routed_experts} routed "
+                        f"experts of {m.name!r}; allowed 0..{m.n_routed_experts} (at most one "
+                        "extra replica per expert)")
     if not m.is_moe and (ep > 1 or red > 0):
         raise SpecError(f"model {m.name!r} is dense: ep = {ep} and redundant_experts = {red} "
                         "apply to MoE models only (use ep = 1, redundant_experts = 0)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._io import write_text_atomic
+from .._io import check_target, write_text_atomic
 from .compare import compare, format_compare, format_simulate, simulate_one, to_json
 from .config import load_config
 
@@ -37,7 +37,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
 
     if report is not None and not report.lower().endswith(".md"):
         raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
-    cfg = _load(config, n_requests)
+    cfg = _load(config, n_requests, output)
     show = sys.stderr.isatty() if progress is None else progress
     result = compare(cfg, attribution=not no_attribution,
                      progress=(lambda msg: click.echo(msg, err=True)) if show else None)
@@ -58,14 +58,16 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
     """Run one scenario on its trace."""
-    cfg = _load(config, n_requests)
+    cfg = _load(config, n_requests, output)
     result = simulate_one(cfg)
     _emit(result, as_json, output, format_simulate(result))
 
 
-def _load(config: str, n_requests: int | None):
+def _load(config: str, n_requests: int | None, output: str | None = None):
     import dataclasses
 
+    if output:
+        check_target(output)        # a bad --output fails before the simulation runs
     cfg = load_config(config)
     if n_requests is None:
         return cfg

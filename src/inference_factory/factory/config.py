@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import schema
 from ..errors import SpecError
 from ..realism import load_realism
 from ..specs import _read_toml, _Table, data_dir, load_hardware, load_model
@@ -237,18 +238,30 @@ def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
     return spec, trace
 
 
-def load_config(path: str | os.PathLike, *, with_baseline: bool = True) -> FactoryConfig:
+def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
+                _chain: tuple[Path, ...] = ()) -> FactoryConfig:
     """Load a factory config. ``extends = "other.toml"`` inherits every unset table/key;
-    ``baseline = "file.toml"`` names the config ``compare`` runs against."""
+    ``baseline = "file.toml"`` names the config ``compare`` runs against. The file is first
+    checked against :class:`~inference_factory.schema.FactoryConfigFile`; an ``extends``
+    chain must name files and must not loop."""
     p = Path(path)
-    t = _Table(p, _read_toml(p))
+    raw = _read_toml(p)
+    schema.check(schema.FactoryConfigFile, raw, str(p))
+    t = _Table(p, raw)
     extends = t.get("extends", str, required=False, default="")
     base = None
     if extends:
         bp = (p.parent / extends).resolve()
-        if bp == p.resolve():
-            raise SpecError(f"{p}: extends = {extends!r} names the file itself")
-        base = load_config(bp, with_baseline=False)
+        chain = _chain + (p.resolve(),)
+        if bp in chain:
+            loop = " -> ".join(c.name for c in chain[chain.index(bp):] + (bp,))
+            raise SpecError(f"{p}: extends = {extends!r} makes a cycle ({loop}); "
+                            "the extends chain must end in a config without extends")
+        if not bp.is_file():
+            what = "is a folder" if bp.is_dir() else "does not exist"
+            raise SpecError(f"{p}: extends = {extends!r} {what}; it must name a config file "
+                            "(relative to this one)")
+        base = load_config(bp, with_baseline=False, _chain=chain)
     name = t.get("name", str, required=base is None, default=base and base.name)
     desc = t.get("description", str, required=False, default=base.description if base else "")
 
@@ -270,6 +283,11 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True) -> Facto
     prefill = _pool(t, "prefill", "prefill", base.prefill if base else None)
     decode = _pool(t, "decode", "decode", base.decode if base else None)
 
+    for key, pool in (("prefill", prefill), ("decode", decode)):
+        if spec.n_q_heads % pool.tp:
+            raise SpecError(f"{p}: {key}.tp = {pool.tp} must divide the {spec.n_q_heads} "
+                            f"attention heads of {spec.name!r}")
+
     lv = t.table("levers", required=False)
     bl = base.levers if base else Levers()
     lk = {k: lv.get(k, bool, required=False, default=getattr(bl, k)) for k in LEVERS}
@@ -286,6 +304,10 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True) -> Facto
     else:
         lk["cache_hit_rate"] = bl.cache_hit_rate
     lv.done()
+    if spec.is_moe and lk["redundant_experts"] > spec.n_routed_experts:
+        raise SpecError(f"{p}: levers.redundant_experts = {lk['redundant_experts']} exceeds the "
+                        f"{spec.n_routed_experts} routed experts of {spec.name!r}; allowed "
+                        f"0..{spec.n_routed_experts} (at most one extra replica per expert)")
     if spec.is_moe and lk["redundant_experts"] and (spec.n_routed_experts + lk["redundant_experts"]) < decode.ep:
         raise SpecError(f"{p}: decode.ep = {decode.ep} exceeds routed + redundant experts")
 

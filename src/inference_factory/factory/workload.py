@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import schema
 from ..errors import SpecError
 
 SECONDS_PER_DAY = 86400.0
@@ -635,7 +636,8 @@ class _Rows:
         self.hashes: list[list[int]] = []
 
     def fail(self, line: int, fieldname: str, value: Any, must: str) -> SpecError:
-        return SpecError(f"{self.path}: line {line}: field {fieldname!r} = {value!r} {must}")
+        return SpecError(f"{self.path}: line {line}: field {fieldname!r} = "
+                         f"{schema.show(value)} {must}")
 
     def _float(self, line: int, fieldname: str, value: Any) -> float:
         """A number or a numeric string (CSV cells are strings)."""
@@ -644,22 +646,29 @@ class _Rows:
                 return float(value)
             except ValueError:
                 raise self.fail(line, fieldname, value, "is not a number") from None
+        if _is_int(value):
+            try:
+                return float(value)
+            except OverflowError:
+                return math.inf
         if _is_num(value):
             return float(value)
         raise self.fail(line, fieldname, value, "is not a number")
 
-    def number(self, line: int, fieldname: str, value: Any, minimum: float) -> float:
+    def number(self, line: int, fieldname: str, value: Any, minimum: float,
+               maximum: float) -> float:
         value_f = self._float(line, fieldname, value)
-        if not math.isfinite(value_f) or value_f < minimum:
-            raise self.fail(line, fieldname, value, f"must be a finite number >= {minimum:g}")
+        if not math.isfinite(value_f) or not minimum <= value_f <= maximum:
+            raise self.fail(line, fieldname, value,
+                            f"must be a finite number in [{minimum:g}, {maximum:g}]")
         return value_f
 
-    def integer(self, line: int, fieldname: str, value: Any, minimum: int) -> int:
+    def integer(self, line: int, fieldname: str, value: Any, minimum: int, maximum: int) -> int:
         value_f = self._float(line, fieldname, value)
-        if not math.isfinite(value_f) or value_f != int(value_f):
-            raise self.fail(line, fieldname, value, "must be a whole number")
-        if value_f < minimum:
-            raise self.fail(line, fieldname, value, f"must be >= {minimum}")
+        if not math.isfinite(value_f) or value_f != int(value_f) \
+                or not minimum <= value_f <= maximum:
+            raise self.fail(line, fieldname, value,
+                            f"must be a whole number in [{minimum}, {maximum:,}]")
         return int(value_f)
 
     def add(self, line: int, arrival_s: float, inp: int, out: int, cls: str,
@@ -718,21 +727,16 @@ def _load_jsonl(path: Path, block_tokens: int) -> Trace:
             if not isinstance(obj, dict):
                 raise SpecError(f"{path}: line {line_no}: expected a JSON object, got "
                                 f"{type(obj).__name__}")
-            for key in ("timestamp", "input_length", "output_length"):
-                if key not in obj:
+            bad = schema.violation(schema.TraceRow, obj)
+            if bad is not None:
+                key, value, need = bad
+                if need.startswith("is missing"):
                     raise SpecError(f"{path}: line {line_no}: field {key!r} is missing "
                                     "(required: timestamp [ms], input_length, output_length)")
-            t_ms = rows.number(line_no, "timestamp", obj["timestamp"], 0.0)
-            inp = rows.integer(line_no, "input_length", obj["input_length"], 1)
-            out = rows.integer(line_no, "output_length", obj["output_length"], 0)
-            hashes = obj.get("hash_ids", [])
-            if not isinstance(hashes, list) or not all(_is_int(h) for h in hashes):
-                raise rows.fail(line_no, "hash_ids", hashes, "must be a list of integers")
-            cls = obj.get("class", "default")
-            if not isinstance(cls, (str, int)) or isinstance(cls, bool) or str(cls) == "":
-                raise rows.fail(line_no, "class", cls, "must be a non-empty string")
-            rows.add(line_no, t_ms / 1000.0, inp, out, str(cls), hashes, block_tokens,
-                     "hash_ids")
+                raise rows.fail(line_no, key.split("[")[0], value, need)
+            row = schema.TraceRow.model_validate(obj)
+            rows.add(line_no, row.timestamp / 1000.0, row.input_length, row.output_length,
+                     row.class_, list(row.hash_ids), block_tokens, "hash_ids")
     return rows.trace(block_tokens)
 
 
@@ -776,11 +780,12 @@ def _load_csv(path: Path, block_tokens: int) -> Trace:
                 return v
 
             arrival = rows.number(line_no, names_used["arrival"],
-                                  cell(col["arrival"], names_used["arrival"]), 0.0)
+                                  cell(col["arrival"], names_used["arrival"]), 0.0,
+                                  schema.MAX_TRACE_MS / 1000.0)
             inp = rows.integer(line_no, names_used["input"],
-                               cell(col["input"], names_used["input"]), 1)
+                               cell(col["input"], names_used["input"]), 1, schema.MAX_TOKENS)
             out = rows.integer(line_no, names_used["output"],
-                               cell(col["output"], names_used["output"]), 0)
+                               cell(col["output"], names_used["output"]), 0, schema.MAX_TOKENS)
             cls = "default"
             if cls_i is not None:
                 cls = cell(cls_i, "class")
@@ -789,9 +794,11 @@ def _load_csv(path: Path, block_tokens: int) -> Trace:
                 for tok in rec[hash_i].split():
                     try:
                         hashes.append(int(tok))
+                        if not -2**63 <= hashes[-1] < 2**63:
+                            raise ValueError(tok)
                     except ValueError:
                         raise rows.fail(line_no, "hash_ids", rec[hash_i].strip(),
-                                        "must be space-separated integers") from None
+                                        "must be space-separated 64-bit integers") from None
             rows.add(line_no, arrival, inp, out, cls, hashes, block_tokens, "hash_ids")
     return rows.trace(block_tokens)
 
@@ -818,5 +825,10 @@ def load_trace(path: str | os.PathLike, *, block_tokens: int = MOONCAKE_BLOCK_TO
         raise SpecError(f"{p}: unknown trace format {p.suffix!r}; use .jsonl (Mooncake) or "
                         ".csv (arrival_s, input_tokens, output_tokens)")
     if not p.is_file():
-        raise SpecError(f"{p}: file not found")
-    return _load_jsonl(p, block_tokens) if suffix == ".jsonl" else _load_csv(p, block_tokens)
+        raise SpecError(f"{p}: {'is a folder, not a trace file' if p.is_dir() else 'file not found'}")
+    try:
+        return _load_jsonl(p, block_tokens) if suffix == ".jsonl" else _load_csv(p, block_tokens)
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
+    except csv.Error as exc:
+        raise SpecError(f"{p}: malformed CSV ({exc})") from None

@@ -1,0 +1,14 @@
+"""Regenerate the JSON Schema files beside this script from inference_factory.schema.
+
+    python docs/schema/generate.py
+
+tests/test_schema.py fails when a committed file differs from what this writes.
+"""
+
+from pathlib import Path
+
+from inference_factory.schema import write_json_schemas
+
+if __name__ == "__main__":
+    for path in write_json_schemas(Path(__file__).resolve().parent):
+        print(path)

@@ -1,0 +1,66 @@
+"""The input schemas (inference_factory.schema): published JSON Schema is current, every
+bundled file conforms, and messages are one line naming file, key, value and what is allowed."""
+
+from __future__ import annotations
+
+import glob
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from inference_factory import SpecError
+from inference_factory import schema as S
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_json_schema_is_up_to_date():
+    folder = ROOT / "docs" / "schema"
+    expected = S.json_schemas()
+    committed = {p.name for p in folder.glob("*.schema.json")}
+    assert committed == set(expected), "run python docs/schema/generate.py"
+    for name, text in expected.items():
+        assert (folder / name).read_text() == text, f"{name} is stale: python docs/schema/generate.py"
+        json.loads(text)
+
+
+@pytest.mark.parametrize("pattern,model", [
+    ("hardware/*.toml", S.HardwareFile), ("models/*.toml", S.ModelFile),
+    ("configs/sweeps/*.toml", S.SweepFile),
+    ("configs/factory.toml", S.FactoryConfigFile), ("configs/baseline.toml", S.FactoryConfigFile),
+    ("configs/conservative.toml", S.FactoryConfigFile)])
+def test_bundled_files_conform(pattern, model):
+    files = sorted(glob.glob(str(ROOT / pattern)))
+    assert files
+    for f in files:
+        with open(f, "rb") as fh:
+            S.check(model, tomllib.load(fh), f)
+
+
+@pytest.mark.parametrize("raw,fragment", [
+    ({"workload": {"n_requests": 10**12}},
+     "workload.n_requests = 1000000000000 must be an integer in [1, 10,000,000]"),
+    ({"workload": {"class": [{"name": "a"}]}}, "workload.class[0].share is missing (required)"),
+    ({"levers": {"cache_tiers": ["hbm", "ssd"]}},
+     "levers.cache_tiers[1] = 'ssd' is not one of ['hbm', 'dram', 'nvme']"),
+    ({"decode": {"tp": True}}, "decode.tp = True must be an integer in [1, 65,536]"),
+    ({"slo": {"ttft_s": float("inf")}}, "slo.ttft_s = inf must be a finite number in (0, 86400]"),
+    ({"bogus": 1}, "bogus = 1 is not a known key; allowed: ['baseline', 'decode',"),
+    ({"model": "DeepSeek-V3"}, "model = 'DeepSeek-V3' must be a table"),
+])
+def test_factory_config_messages(raw, fragment):
+    with pytest.raises(SpecError) as exc:
+        S.check(S.FactoryConfigFile, raw, "f.toml")
+    msg = str(exc.value)
+    assert msg.startswith("f.toml: ") and "\n" not in msg
+    assert fragment in msg, msg
+
+
+def test_huge_values_are_shown_short():
+    with pytest.raises(SpecError) as exc:
+        S.check(S.TraceRow, {"timestamp": 0, "input_length": 10**5000, "output_length": 1},
+                "t.jsonl")
+    msg = str(exc.value)
+    assert "input_length = <integer of about 5001 digits>" in msg and len(msg) < 200
