@@ -525,3 +525,62 @@ def test_simulate_is_deterministic(tmp_path, base_config):
     b = run("simulate", "-c", str(tmp_path / "c.toml"), "-o", str(tmp_path / "b.json"))
     assert a.exit_code == b.exit_code == 0, (a.stderr, b.stderr)
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+# --------------------------------------------------------------------------------------------
+# the issue's defects, one by one (regressions)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path,value,fragment", [
+    (("workload", "class", "turns_mean"), 1e308,
+     "workload.class[0].turns_mean = 1e+308 must be a finite number in [1, 1000]"),
+    (("workload", "n_requests"), 10**12,
+     "workload.n_requests = 1000000000000 must be an integer in [1, 10,000,000]"),
+    (("workload", "class", "n_system_prompts"), 10**12,
+     "workload.class[0].n_system_prompts = 1000000000000 must be an integer in [1, 1,000,000]"),
+    (("levers", "redundant_experts"), 10**9,
+     "levers.redundant_experts = 1000000000 must be an integer in [0, 65,536]"),
+    (("levers", "redundant_experts"), 257,
+     "levers.redundant_experts = 257 exceeds the 256 routed experts of 'DeepSeek-V3'"),
+    (("decode", "tp"), 3, "decode.tp = 3 must divide the 128 attention heads of 'DeepSeek-V3'"),
+])
+def test_issue_config_defects(tmp_path, base_config, path, value, fragment):
+    raw = copy.deepcopy(base_config)
+    _set(raw, path, value)
+    (tmp_path / "c.toml").write_text(toml_text(raw))
+    started = time.perf_counter()
+    line = fails(run("simulate", "-c", str(tmp_path / "c.toml"), "-o", str(tmp_path / "o.json")))
+    assert fragment in line, line
+    assert time.perf_counter() - started < 30          # no hang, no MemoryError
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+
+
+def test_engine_structural_checks():
+    """tp must divide the heads (--tp 3 on a 32-head model ran); replicas <= experts
+    (redundant_experts = 10^9 hung); group sizes bounded (a tp = 10^6 deployment was ranked)."""
+    from inference_factory import SpecError, evaluate
+    with pytest.raises(SpecError, match=r"tp = 3 must divide the 32 attention heads"):
+        evaluate("Llama-3.1-8B", "H100-SXM", tp=3)
+    with pytest.raises(SpecError, match=r"tp = 1000000 must be an integer in \[1, 65,536\]"):
+        evaluate("Llama-3.1-8B", "H100-SXM", tp=10**6)
+    with pytest.raises(SpecError, match=r"redundant_experts = 1000000000 exceeds the 256"):
+        evaluate("DeepSeek-V3", "H800-SXM", dp=8, ep=8, redundant_experts=10**9)
+
+
+def test_payback_is_never_a_silent_nan():
+    """Only H200, B300 and H20 carry a sourced purchase price (shared/reference/prices.csv,
+    HF_HW); elsewhere payback_months is NaN and the Dataset says why, in one line."""
+    from inference_factory import evaluate
+    from inference_factory.economics import add_economics
+    ds = add_economics(evaluate("Llama-3.1-8B", ["H100-SXM", "H200-SXM"], batch_size=[8, 64]),
+                       price="deepseek-chat-2025-02")
+    pb = ds["payback_months"]
+    assert bool(pb.sel(hardware="H200-SXM").notnull().all())
+    assert bool(pb.sel(hardware="H100-SXM").isnull().all())
+    note = pb.attrs["absent"]
+    assert "\n" not in note and "H100-SXM" in note and "H200-SXM" not in note
+    assert "capex_usd_per_gpu" in note and ds.attrs["payback_months"] == note
+    priced = add_economics(evaluate("Llama-3.1-8B", "H200-SXM", batch_size=8),
+                           price="deepseek-chat-2025-02")
+    assert "absent" not in priced["payback_months"].attrs

@@ -156,8 +156,8 @@ def _hardware_names(ds: xr.Dataset) -> list[str]:
 def payback_absent_reason(hardware: list[str]) -> str:
     """One line: why ``payback_months`` is absent (NaN) for these devices."""
     return (f"payback_months absent for {', '.join(hardware)}: no sourced purchase price in "
-            "the hardware file ([price] capex_usd_per_gpu); give capex_usd_per_gpu (CostModel, "
-            "a sweep file's [economics]) to assume one")
+            "the hardware file ([price] capex_usd_per_gpu); give capex_usd_per_gpu "
+            "(--capex-usd-per-gpu, a sweep file's [economics], CostModel) to assume one")
 
 
 def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, energy_decode,

@@ -169,8 +169,6 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
 
     with dask_scheduler(scheduler) as client:
         ds = run_sweep(spec, chunks=chunks, lazy=True, max_points=max_points)
-        if "payback_months" in ds.attrs and not quiet:
-            click.echo(f"note: {ds.attrs['payback_months']}", err=True)
         if plot_path is not None:
             check_plot(ds, plot_path, x=x, var=var, y=y, facet=facet)
         if output is not None:
@@ -185,3 +183,5 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
                 click.echo(f"wrote {plot_path}: {var} over {x}" + (f" x {y}" if y else "")
                            + (f" by {facet}" if facet else "")
                            + f" ({round(size_in[0] * dpi)}x{round(size_in[1] * dpi)} px)")
+        if "payback_months" in ds.attrs and not quiet:
+            click.echo(f"note: {ds.attrs['payback_months']}")
