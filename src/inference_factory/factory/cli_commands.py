@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .._io import check_target, write_text_atomic
+from ..schema import MAX_REQUESTS
 from .compare import compare, format_compare, format_simulate, simulate_one, to_json
 from .config import load_config
 
@@ -27,7 +28,7 @@ def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
                    ".md file, with its PNG figures beside it.")
 @click.option("--progress/--no-progress", default=None,
               help="One line per simulated side on stderr (default: when stderr is a terminal).")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None,
+@click.option("--requests", "n_requests", type=click.IntRange(1, MAX_REQUESTS), default=None,
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: bool,
                 report: str | None, progress: bool | None, n_requests: int | None) -> None:
@@ -54,7 +55,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
               help="Scenario config TOML.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.option("--output", "-o", default=None, help="Also write the JSON result to this file.")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None,
+@click.option("--requests", "n_requests", type=click.IntRange(1, MAX_REQUESTS), default=None,
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
     """Run one scenario on its trace."""
