@@ -59,6 +59,8 @@ MAX_TURNS_MEAN = 1_000.0
 MAX_BATCH_PER_GPU = 65_536
 #: Request arrival rate, per second.
 MAX_RATE_PER_S = 1e7
+#: Output tokens per day of a scenario: 10^15, 6,000x DeepSeek's published 168 B (DS_DAY6).
+MAX_TOKENS_PER_DAY = 1e15
 #: Trace timestamps, milliseconds from the trace start: 10^11 ms = 3.2 years.
 MAX_TRACE_MS = 1e11
 #: Points of one sweep unless ``--max-points`` raises it (a 10^8-point float64 variable is 0.8 GB).
@@ -307,7 +309,8 @@ class ConfigClass(_Schema):
     system_prompt_zipf: num(0.0, 100.0, "Zipf exponent of system-prompt popularity")
     turns_mean: num(1.0, MAX_TURNS_MEAN, "mean turns per conversation")
     acceptance_rate: _frac("per-position speculative acceptance")
-    expert_skew: num(0.0, 4.0, "Zipf exponent of expert popularity")
+    expert_skew: Optional[num(0.0, 4.0, "Zipf exponent of expert popularity (default: "
+                                        "configs/realism.toml [experts])")] = None
 
 
 class ConfigWorkload(_Schema):
@@ -316,6 +319,8 @@ class ConfigWorkload(_Schema):
                                      lo_open=True)] = None
     diurnal_amplitude: Optional[_frac("amplitude of the daily rate swing", hi_open=True)] = None
     seed: Optional[count(0, 2**63 - 1, "random seed")] = None
+    output_tokens_per_day: Optional[num(0.0, MAX_TOKENS_PER_DAY, "daily output tokens that "
+                                        "set the mean request rate (0 = unset)")] = None
     trace: Optional[text("trace file (.jsonl or .csv), relative to the config")] = None
     class_: Optional[Annotated[list[ConfigClass], Field(min_length=1)]] = Field(
         None, alias="class", description="workload classes (array of tables)")
@@ -338,8 +343,8 @@ class ConfigPrefill(_Pool):
 class ConfigDecode(_Pool):
     max_batch_per_gpu: Optional[count(1, MAX_BATCH_PER_GPU,
                                       "continuous-batching cap, sequences per GPU")] = None
-    static_batch_per_gpu: Optional[count(1, MAX_BATCH_PER_GPU,
-                                         "batch without continuous batching")] = None
+    static_batch_per_gpu: Optional[count(0, MAX_BATCH_PER_GPU,
+                                         "cap on the static batch (0 = none)")] = None
     max_draft_depth: Optional[count(0, 16, "deepest speculative draft")] = None
 
 
@@ -357,6 +362,8 @@ class ConfigLevers(_Schema):
                                     Field(min_length=1)]] = Field(
         None, description="prefix-cache tiers, a non-empty subset of hbm, dram, nvme")
     hbm_cache_frac: Optional[_frac("share of free prefill HBM kept for prefix KV")] = None
+    cache_hit_rate: Optional[_frac("scenario-fixed prefix-cache hit rate of input tokens "
+                                   "(unset = simulated)", hi_open=True)] = None
 
 
 class ConfigSlo(_Schema):

@@ -179,7 +179,10 @@ def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, 
         ds = ds.transpose("draft_depth", "batch_size")
         step[c] = ds.decode_step_s.values
         draft[c] = ds.decode_draft_s.broadcast_like(ds.decode_step_s).values
-        toks[c] = ds.tokens_per_step.broadcast_like(ds.draft_depth).values
+        # batch-independent; a one-point batch grid carries it along batch_size too
+        tps = ds.tokens_per_step
+        toks[c] = (tps.isel(batch_size=0) if "batch_size" in tps.dims else tps) \
+            .broadcast_like(ds.draft_depth).values
         if fits is None:
             fits = float(np.min(ds.max_batch_size.values))
             binding = ds.decode_binding_resource.broadcast_like(ds.decode_step_s).values
