@@ -584,3 +584,12 @@ def test_payback_is_never_a_silent_nan():
     priced = add_economics(evaluate("Llama-3.1-8B", "H200-SXM", batch_size=8),
                            price="deepseek-chat-2025-02")
     assert "absent" not in priced["payback_months"].attrs
+
+
+@pytest.mark.parametrize("axis,value", [("kv_len", 1e300), ("prompt_len", 1e8),
+                                        ("batch_size", 1e7), ("final_len", 1e300)])
+def test_engine_axes_are_bounded(axis, value):
+    """Numeric axes have finite upper bounds (an unbounded kv_len of 1e300 gave NaN)."""
+    from inference_factory import SpecError, evaluate
+    with pytest.raises(SpecError, match=rf"{axis} = .* is out of range; allowed \["):
+        evaluate("Llama-3.1-8B", "H100-SXM", **{axis: value})

@@ -55,8 +55,10 @@ MAX_REQUESTS = 10_000_000
 MAX_SYSTEM_PROMPTS = 1_000_000
 #: Mean turns per conversation.
 MAX_TURNS_MEAN = 1_000.0
-#: Sequences per GPU in a decode batch.
+#: Sequences per GPU in a decode batch (a config cap).
 MAX_BATCH_PER_GPU = 65_536
+#: Sequences (or prompts) per data-parallel rank on an engine axis: 10^6.
+MAX_BATCH = 1_000_000
 #: Request arrival rate, per second.
 MAX_RATE_PER_S = 1e7
 #: Output tokens per day of a scenario: 10^15, 6,000x DeepSeek's published 168 B (DS_DAY6).
