@@ -593,3 +593,11 @@ def test_engine_axes_are_bounded(axis, value):
     from inference_factory import SpecError, evaluate
     with pytest.raises(SpecError, match=rf"{axis} = .* is out of range; allowed \["):
         evaluate("Llama-3.1-8B", "H100-SXM", **{axis: value})
+
+
+def test_extends_chain_depth_is_bounded(tmp_path):
+    """A chain of 200 distinct files (no loop) is refused in one line, not a RecursionError."""
+    for i in range(200):
+        (tmp_path / f"c{i}.toml").write_text(f'extends = "c{i + 1}.toml"\n')
+    line = fails(run("simulate", "-c", str(tmp_path / "c0.toml")))
+    assert "extends chain is longer than 32 files" in line, line

@@ -22,6 +22,8 @@ from .workload import WorkloadClass, WorkloadSpec
 LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "expert_balancing",
           "low_precision", "overlap")
 TIERS = ("hbm", "dram", "nvme")
+#: Longest ``extends`` chain (a guard against runaway recursion; real chains are 2-3 deep).
+MAX_EXTENDS_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,9 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
             loop = " -> ".join(c.name for c in chain[chain.index(bp):] + (bp,))
             raise SpecError(f"{p}: extends = {extends!r} makes a cycle ({loop}); "
                             "the extends chain must end in a config without extends")
+        if len(chain) >= MAX_EXTENDS_DEPTH:
+            raise SpecError(f"{p}: extends = {extends!r}: the extends chain is longer than "
+                            f"{MAX_EXTENDS_DEPTH} files ({chain[0].name} -> ... -> {p.name})")
         if not bp.is_file():
             what = "is a folder" if bp.is_dir() else "does not exist"
             raise SpecError(f"{p}: extends = {extends!r} {what}; it must name a config file "
