@@ -191,90 +191,41 @@ class HardwareSpec:
         return out
 
 
-_PRICE_KEYS = {
-    "rental_usd_per_gpu_hour": float, "rental_date": str,
-    "capex_usd_per_gpu": float, "capex_date": str,
-    "tco_usd_per_gpu_hour": float, "tco_date": str,
-}
-
-
 def _parse_hardware(path: Path) -> HardwareSpec:
-    raw = _read_toml(path)
-    schema.check(schema.HardwareFile, raw, str(path))
-    t = _Table(path, raw)
-    name = t.get("name", str)
-    aliases = tuple(t.get("aliases", list, required=False, default=[]))
-    vendor = t.get("vendor", str)
-    description = t.get("description", str)
-
-    c = t.table("compute")
-    dense = {}
-    for prec in units.PRECISIONS:
-        v = c.get(f"{prec}_tflops", float, required=False, positive=True)
-        if v is not None:
-            dense[prec] = v * units.TFLOP
-    c.done()
+    """Build a :class:`HardwareSpec` from a file checked against
+    :class:`~inference_factory.schema.HardwareFile` (types, ranges, unknown keys), plus the
+    rules that tie keys together."""
+    f = schema.check(schema.HardwareFile, _read_toml(path), str(path))
+    dense = {prec: getattr(f.compute, f"{prec}_tflops") * units.TFLOP
+             for prec in units.PRECISIONS if getattr(f.compute, f"{prec}_tflops") is not None}
     if not dense:
         raise SpecError(f"{path}: compute lists no precision; give e.g. bf16_tflops")
-
-    m = t.table("measured", required=False)
     measured = {}
+    m = f.measured or schema.HardwareMeasured()
     for prec in units.PRECISIONS:
-        v = m.get(f"{prec}_matmul_tflops", float, required=False, positive=True)
+        v = getattr(m, f"{prec}_matmul_tflops")
         if v is not None:
             if prec not in dense:
                 raise SpecError(f"{path}: measured.{prec}_matmul_tflops given but compute has no "
                                 f"{prec}_tflops")
             measured[prec] = v * units.TFLOP
-    kernel_tables = m.get("kernel_tables", str, required=False, default="")
-    m.done()
-
-    mem = t.table("memory")
-    hbm_cap = mem.get("hbm_capacity_gb", float, positive=True) * units.GB
-    hbm_bw = mem.get("hbm_bandwidth_gb_per_s", float, positive=True) * units.GB
-    mem.done()
-
-    su = t.table("scale_up")
-    su_bw = su.get("bandwidth_gb_per_s", float, positive=True) * units.GB
-    su_dom = su.get("domain_gpus", int, positive=True)
-    su.done()
-    so = t.table("scale_out")
-    so_bw = so.get("bandwidth_gbit_per_s", float, positive=True) * units.GBIT
-    so.done()
-    pw = t.table("power")
-    tdp = pw.get("tdp_w", float, positive=True)
-    pw.done()
-
-    nd = t.table("node")
-    gpn = nd.get("gpus_per_node", int, positive=True)
-    dram_cap = nd.get("host_dram_capacity_gb", float, positive=True) * units.GB
-    dram_bw = nd.get("host_dram_bandwidth_gb_per_s", float, positive=True) * units.GB
-    nvme_cap = nd.get("nvme_capacity_tb", float, positive=True) * units.TB
-    nvme_bw = nd.get("nvme_bandwidth_gb_per_s", float, positive=True) * units.GB
-    assumed = nd.get("assumed", bool)
-    nd.done()
-
-    pr = t.table("price", required=False)
-    price = {}
-    for key, kind in _PRICE_KEYS.items():
-        v = pr.get(key, kind, required=False, positive=(kind is float))
-        if v is not None:
-            price[key] = v
-    pr.done()
-    sources = t.strings("sources")
-    if not sources:
-        raise SpecError(f"{path}: sources table is missing or empty (required)")
-    notes = t.strings("notes")
-    t.done()
+    price = {k: v for k, v in (f.price.model_dump() if f.price else {}).items() if v is not None}
     return HardwareSpec(
-        name=name, vendor=vendor, description=description, dense_flop_per_s=dense,
-        measured_matmul_flop_per_s=measured, hbm_capacity_bytes=hbm_cap,
-        hbm_bw_bytes_per_s=hbm_bw, scale_up_bw_bytes_per_s=su_bw, scale_up_domain_gpus=su_dom,
-        scale_out_bw_bytes_per_s=so_bw, tdp_w=tdp, gpus_per_node=gpn,
-        host_dram_capacity_bytes=dram_cap, host_dram_bw_bytes_per_s=dram_bw,
-        nvme_capacity_bytes=nvme_cap, nvme_bw_bytes_per_s=nvme_bw, node_values_assumed=assumed,
-        price=price, sources=sources, notes=notes, aliases=aliases, path=str(path),
-        kernel_tables=kernel_tables,
+        name=f.name, vendor=f.vendor, description=f.description, dense_flop_per_s=dense,
+        measured_matmul_flop_per_s=measured,
+        hbm_capacity_bytes=f.memory.hbm_capacity_gb * units.GB,
+        hbm_bw_bytes_per_s=f.memory.hbm_bandwidth_gb_per_s * units.GB,
+        scale_up_bw_bytes_per_s=f.scale_up.bandwidth_gb_per_s * units.GB,
+        scale_up_domain_gpus=f.scale_up.domain_gpus,
+        scale_out_bw_bytes_per_s=f.scale_out.bandwidth_gbit_per_s * units.GBIT,
+        tdp_w=float(f.power.tdp_w), gpus_per_node=f.node.gpus_per_node,
+        host_dram_capacity_bytes=f.node.host_dram_capacity_gb * units.GB,
+        host_dram_bw_bytes_per_s=f.node.host_dram_bandwidth_gb_per_s * units.GB,
+        nvme_capacity_bytes=f.node.nvme_capacity_tb * units.TB,
+        nvme_bw_bytes_per_s=f.node.nvme_bandwidth_gb_per_s * units.GB,
+        node_values_assumed=f.node.assumed, price=price, sources=dict(f.sources),
+        notes=dict(f.notes), aliases=tuple(f.aliases), path=str(path),
+        kernel_tables=m.kernel_tables or "",
     )
 
 
@@ -458,82 +409,55 @@ class ModelSpec:
 
 
 def _parse_model(path: Path) -> ModelSpec:
-    raw = _read_toml(path)
-    schema.check(schema.ModelFile, raw, str(path))
-    t = _Table(path, raw)
-    precs = set(units.PRECISIONS)
-    name = t.get("name", str)
-    aliases = tuple(t.get("aliases", list, required=False, default=[]))
-    hf_repo = t.get("hf_repo", str)
-    source = t.get("source", str)
-    wp = t.get("weight_precision", str, allowed=precs)
-    ep = t.get("expert_precision", str, required=False, default=wp, allowed=precs)
-
-    a = t.table("architecture")
-    n_layers = a.get("n_layers", int, positive=True)
-    hidden = a.get("hidden_size", int, positive=True)
-    vocab = a.get("vocab_size", int, positive=True)
-    tied = a.get("tied_embeddings", bool)
-    max_pos = a.get("max_position_embeddings", int, positive=True)
-    a.done()
-
-    at = t.table("attention")
-    kind = at.get("kind", str, allowed={"mha", "gqa", "mla"})
-    n_q = at.get("n_q_heads", int, positive=True)
-    n_kv = at.get("n_kv_heads", int, positive=True)
-    hd_qk = at.get("head_dim_qk", int, positive=True)
-    hd_v = at.get("head_dim_v", int, positive=True)
-    mla_req = kind == "mla"
-    q_lora = at.get("q_lora_rank", int, required=False, default=0, minimum=0)
-    kv_lora = at.get("kv_lora_rank", int, required=mla_req, default=0, minimum=0)
-    nope = at.get("qk_nope_head_dim", int, required=mla_req, default=0, minimum=0)
-    rope = at.get("qk_rope_head_dim", int, required=mla_req, default=0, minimum=0)
-    bias = at.get("bias", bool, required=False, default=False)
-    sw = at.get("sliding_window", int, required=False, default=0, minimum=0)
-    swl = at.get("sliding_window_layers", int, required=False, default=0, minimum=0)
-    at.done()
+    """Build a :class:`ModelSpec` from a file checked against
+    :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
+    f = schema.check(schema.ModelFile, _read_toml(path), str(path))
+    a, at, ffn = f.architecture, f.attention, f.ffn
+    kind = at.kind
+    if kind == "mla":
+        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"):
+            if getattr(at, key) is None:
+                raise SpecError(f"{path}: attention.{key} is missing (required for kind 'mla')")
+    n_q, n_kv = at.n_q_heads, at.n_kv_heads
+    kv_lora = at.kv_lora_rank or 0
+    sw, swl = at.sliding_window or 0, at.sliding_window_layers or 0
     if kind == "mla" and kv_lora <= 0:
         raise SpecError(f"{path}: attention.kv_lora_rank = {kv_lora} must be > 0 for kind 'mla'")
     if kind != "mla" and n_q % n_kv:
         raise SpecError(f"{path}: attention.n_kv_heads = {n_kv} must divide n_q_heads = {n_q}")
-    if swl > n_layers or (swl > 0) != (sw > 0):
+    if swl > a.n_layers or (swl > 0) != (sw > 0):
         raise SpecError(f"{path}: attention.sliding_window_layers = {swl} must be 0..n_layers "
                         f"and set together with sliding_window")
-
-    f = t.table("ffn")
-    n_dense = f.get("dense_layers", int, minimum=0)
-    dense_inter = f.get("dense_intermediate_size", int, required=n_dense > 0, default=0, minimum=0)
-    f.done()
-    if n_dense > n_layers:
-        raise SpecError(f"{path}: ffn.dense_layers = {n_dense} exceeds n_layers = {n_layers}")
-
-    moe = t.table("moe", required=n_dense < n_layers)
-    if t.has("moe"):
-        n_exp = moe.get("n_routed_experts", int, positive=True)
-        k = moe.get("experts_per_token", int, positive=True)
-        n_shared = moe.get("n_shared_experts", int, minimum=0)
-        e_inter = moe.get("expert_intermediate_size", int, positive=True)
-        e_bias = moe.get("expert_bias", bool, required=False, default=False)
-        if k > n_exp:
-            raise SpecError(f"{path}: moe.experts_per_token = {k} exceeds n_routed_experts = {n_exp}")
-    else:
-        n_exp = k = n_shared = e_inter = 0
-        e_bias = False
-    moe.done()
-    mt = t.table("mtp", required=False)
-    n_mtp = mt.get("modules", int, required=False, default=0, minimum=0)
-    mt.done()
-    t.done()
+    n_dense = ffn.dense_layers
+    if n_dense > 0 and ffn.dense_intermediate_size is None:
+        raise SpecError(f"{path}: ffn.dense_intermediate_size is missing (required when "
+                        f"dense_layers > 0)")
+    if n_dense > a.n_layers:
+        raise SpecError(f"{path}: ffn.dense_layers = {n_dense} exceeds n_layers = {a.n_layers}")
+    moe = f.moe
+    if moe is None and n_dense < a.n_layers:
+        raise SpecError(f"{path}: moe table is missing (required): {a.n_layers - n_dense} layers "
+                        "have no dense FFN")
+    if moe is not None and moe.experts_per_token > moe.n_routed_experts:
+        raise SpecError(f"{path}: moe.experts_per_token = {moe.experts_per_token} exceeds "
+                        f"n_routed_experts = {moe.n_routed_experts}")
     return ModelSpec(
-        name=name, hf_repo=hf_repo, source=source, weight_precision=wp, expert_precision=ep,
-        n_layers=n_layers, hidden_size=hidden, vocab_size=vocab, tied_embeddings=tied,
-        max_position_embeddings=max_pos, attention_kind=kind, n_q_heads=n_q, n_kv_heads=n_kv,
-        head_dim_qk=hd_qk, head_dim_v=hd_v, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
-        qk_nope_head_dim=nope, qk_rope_head_dim=rope, attention_bias=bias,
-        sliding_window_tokens=sw, n_sliding_window_layers=swl, n_dense_layers=n_dense,
-        dense_intermediate_size=dense_inter, n_routed_experts=n_exp, experts_per_token=k,
-        n_shared_experts=n_shared, expert_intermediate_size=e_inter, expert_bias=e_bias,
-        n_mtp_modules=n_mtp, aliases=aliases, path=str(path),
+        name=f.name, hf_repo=f.hf_repo, source=f.source, weight_precision=f.weight_precision,
+        expert_precision=f.expert_precision or f.weight_precision,
+        n_layers=a.n_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size,
+        tied_embeddings=a.tied_embeddings, max_position_embeddings=a.max_position_embeddings,
+        attention_kind=kind, n_q_heads=n_q, n_kv_heads=n_kv, head_dim_qk=at.head_dim_qk,
+        head_dim_v=at.head_dim_v, q_lora_rank=at.q_lora_rank or 0, kv_lora_rank=kv_lora,
+        qk_nope_head_dim=at.qk_nope_head_dim or 0, qk_rope_head_dim=at.qk_rope_head_dim or 0,
+        attention_bias=bool(at.bias), sliding_window_tokens=sw, n_sliding_window_layers=swl,
+        n_dense_layers=n_dense, dense_intermediate_size=ffn.dense_intermediate_size or 0,
+        n_routed_experts=moe.n_routed_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        n_shared_experts=moe.n_shared_experts if moe else 0,
+        expert_intermediate_size=moe.expert_intermediate_size if moe else 0,
+        expert_bias=bool(moe.expert_bias) if moe else False,
+        n_mtp_modules=(f.mtp.modules or 0) if f.mtp else 0, aliases=tuple(f.aliases),
+        path=str(path),
     )
 
 
