@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       WithJsonSchema)

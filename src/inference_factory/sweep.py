@@ -62,7 +62,7 @@ from . import schema as schemas
 from ._io import atomic_output
 from .errors import SpecError
 from .realism import Realism, load_realism
-from .specs import _read_toml, _Table, data_dir, load_hardware, load_model
+from .specs import _read_toml, data_dir, load_hardware, load_model
 
 #: Axes a sweep may vary, in the engine's dimension order.
 SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
@@ -330,20 +330,6 @@ def parse_setting(text: str, where: str | None = None) -> tuple[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _names(t: _Table, key: str, required: bool) -> tuple[str, ...] | None:
-    t.used.add(key)
-    if key not in t.raw:
-        if required:
-            raise t._fail(key, "is missing (required): a name or a list of names")
-        return None
-    v = t.raw[key]
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
-        raise t._fail(key, f"= {v!r} must be a name or a non-empty list of names")
-    return tuple(v)
-
-
 def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
     """Read a sweep file (strict TOML; an unknown key is a one-line SpecError).
 
@@ -371,24 +357,18 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         cost_basis = "rental"                # rental | capex | tco; other CostModel fields too
     """
     p = Path(path)
-    raw = _read_toml(p)
-    schemas.check(schemas.SweepFile, raw, str(p))
-    t = _Table(p, raw)
-    sw = t.table("sweep")
-    name = sw.get("name", str, required=False, default=p.stem)
-    description = sw.get("description", str, required=False, default="")
-    models = _names(sw, "model", required=False)
-    hardware = _names(sw, "hardware", required=False)
-    ideal = sw.get("ideal", bool, required=False, default=False)
-    draft = sw.get("draft_model", str, required=False)
-    sw.done()
+    f = schemas.check(schemas.SweepFile, _read_toml(p), str(p))
+    name = f.sweep.name if f.sweep.name is not None else p.stem
+    description = f.sweep.description or ""
+    models = tuple(f.sweep.model) if f.sweep.model is not None else None
+    hardware = tuple(f.sweep.hardware) if f.sweep.hardware is not None else None
+    ideal = bool(f.sweep.ideal)
+    draft = f.sweep.draft_model
 
     axes: dict[str, tuple] = {}
-    ax = t.table("axes", required=False)
-    for key, raw in ax.raw.items():
+    for key, raw in f.axes.items():
         where = f"{p}: axes.{key}"
         _check_axis_name(key, where)
-        ax.used.add(key)
         if isinstance(raw, str):
             values = parse_values(raw, where)
         elif isinstance(raw, list):
@@ -415,11 +395,9 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
             axes[key] = values
 
     fixed: dict[str, Any] = {}
-    fx = t.table("fixed", required=False)
-    for key, raw in fx.raw.items():
+    for key, raw in f.fixed.items():
         where = f"{p}: fixed.{key}"
         _check_axis_name(key, where, allow_lists=False)
-        fx.used.add(key)
         if key in axes:
             raise SpecError(f"{where}: {key} is also an axis in [axes]; give it once")
         if isinstance(raw, (list, dict)) or isinstance(raw, bool):
@@ -427,19 +405,11 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         fixed[key] = _coerce(key, (raw,), where)[0]
 
     price, cost = None, None
-    if t.has("economics"):
-        ec = t.table("economics")
-        price = ec.get("price", str, required=False)
-        kw: dict[str, Any] = {"cost_basis": ec.get("cost_basis", str, required=False,
-                                                   default="rental", allowed=COST_BASES)}
-        for f in ("rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciation_years",
-                  "residual_frac", "pue", "usd_per_kwh", "utilization"):
-            v = ec.get(f, float, required=False, minimum=0.0)
-            if v is not None:
-                kw[f] = v
-        ec.done()
-        cost = CostModel(**kw)
-    t.done()
+    if f.economics is not None:
+        ec = f.economics.model_dump()
+        price = ec.pop("price")
+        ec["cost_basis"] = ec["cost_basis"] or "rental"
+        cost = CostModel(**{k: v for k, v in ec.items() if v is not None})
 
     if models is None or hardware is None:
         missing = "model" if models is None else "hardware"

@@ -14,7 +14,6 @@ and bytes the kernels take (documented in docs/MODEL.md); the rate equations are
 from __future__ import annotations
 
 import itertools
-import math
 import os
 from typing import Any, Iterable, Literal, Mapping
 
