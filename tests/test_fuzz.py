@@ -601,3 +601,25 @@ def test_extends_chain_depth_is_bounded(tmp_path):
         (tmp_path / f"c{i}.toml").write_text(f'extends = "c{i + 1}.toml"\n')
     line = fails(run("simulate", "-c", str(tmp_path / "c0.toml")))
     assert "extends chain is longer than 32 files" in line, line
+
+
+@_fuzz(0.2)
+@given(junk=st.one_of(_JUNK, st.binary(max_size=60), st.just(b"name = 3\n[compute]\n"),
+                      st.just(b'aliases = ["H100"]\nname = "x"\n')))
+def test_user_spec_folder_with_a_junk_file(tmp_path_factory, monkeypatch, junk):
+    """A junk .toml in a user's hardware folder (it broke ``hardware list``): the listing
+    shows the good device and the junk file's reason, the good device still loads, and
+    showing the junk one is one line naming its file."""
+    folder = tmp_path_factory.mktemp("hw")
+    (folder / "good.toml").write_bytes((REPO / "hardware" / "H100-SXM.toml").read_bytes())
+    (folder / "junk.toml").write_bytes(junk)
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(folder))
+    listed = run("hardware", "list")
+    assert listed.exit_code == 0, (listed.stdout, listed.stderr)
+    assert "H100-SXM" in listed.stdout
+    junk_row = [r for r in listed.stdout.splitlines() if r.startswith("junk ")]
+    assert len(junk_row) == 1 and "NOT LOADABLE" in junk_row[0], listed.stdout
+    shown = run("hardware", "show", "good", "--json")
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["name"] == "H100-SXM"
+    line = fails(run("hardware", "show", "junk"))
+    assert "junk.toml" in line, line

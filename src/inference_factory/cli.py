@@ -158,9 +158,18 @@ def hardware_list() -> None:
     """Bundled accelerators: name and one-line description."""
     rows = []
     for name in list_hardware():
-        hw = load_hardware(name)
+        try:
+            hw = load_hardware(name)
+        except SpecError as exc:     # one broken file does not hide the others
+            rows.append((name, _unloadable(exc)))
+            continue
         rows.append((hw.name, hw.description))
     click.echo(_table(["NAME", "DESCRIPTION"], rows))
+
+
+def _unloadable(exc: SpecError) -> str:
+    """The listing's cell for a spec file that does not load: the reason, one line."""
+    return "NOT LOADABLE: " + _one_line(str(exc)).split(": ", 1)[-1]
 
 
 def _hardware_lines(hw: HardwareSpec) -> list[str]:
@@ -255,7 +264,11 @@ def models_list() -> None:
     """Bundled models: name, kind, total and active parameters (billions)."""
     rows = []
     for name in list_models():
-        m = load_model(name)
+        try:
+            m = load_model(name)
+        except SpecError as exc:     # one broken file does not hide the others
+            rows.append((name, _unloadable(exc), "", "", ""))
+            continue
         rows.append((m.name, _kind(m), m.attention_kind.upper(),
                      f"{m.total_params / 1e9:.1f}", f"{m.active_params() / 1e9:.1f}"))
     click.echo(_table(["NAME", "KIND", "ATTENTION", "TOTAL (B)", "ACTIVE (B)"], rows,
