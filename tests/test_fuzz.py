@@ -623,3 +623,22 @@ def test_user_spec_folder_with_a_junk_file(tmp_path_factory, monkeypatch, junk):
     assert shown.exit_code == 0 and json.loads(shown.stdout)["name"] == "H100-SXM"
     line = fails(run("hardware", "show", "junk"))
     assert "junk.toml" in line, line
+
+
+def test_factory_payback_absent_is_explained(tmp_path, base_config):
+    """A rental scenario on H800 (no sourced purchase price): payback is null in the JSON and
+    the result says why in one line."""
+    raw = copy.deepcopy(base_config)
+    raw["workload"]["n_requests"] = 1000
+    raw["economics"] = {"cost_basis": "rental", "rental_usd_per_gpu_hour": 2.0,
+                        "capex_usd_per_gpu": 0}
+    (tmp_path / "c.toml").write_text(toml_text(raw))
+    result = run("simulate", "-c", str(tmp_path / "c.toml"), "--json")
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)["scenario"]
+    assert s["payback_months"] is None
+    assert "H800-SXM" in s["payback_absent"] and "\n" not in s["payback_absent"]
+    raw["economics"]["capex_usd_per_gpu"] = 32000
+    (tmp_path / "c.toml").write_text(toml_text(raw))
+    s = json.loads(run("simulate", "-c", str(tmp_path / "c.toml"), "--json").stdout)["scenario"]
+    assert s["payback_months"] > 0 and s["payback_absent"] == ""

@@ -266,6 +266,8 @@ def format_compare(result: dict) -> str:
         if d.get("cache_hit_rate_source") == "fixed by the scenario":
             lines.append(f"note: the {side}'s cache hit rate is fixed by the scenario "
                          "(levers.cache_hit_rate), not simulated")
+    if f.get("payback_absent"):
+        lines.append(f"note: {f['payback_absent']}")
     if "attribution" in result:
         lines += [""] + attribution_table(result)
     if result.get("path"):
@@ -298,4 +300,6 @@ def format_simulate(result: dict) -> str:
     for key, label, fmt in HEADLINE:
         if key in s:
             lines.append(f"{label:{w}}  {_fmt(s.get(key), fmt):>14}")
+    if s.get("payback_absent"):
+        lines.append(f"note: {s['payback_absent']}")
     return "\n".join(lines)

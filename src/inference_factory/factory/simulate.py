@@ -674,6 +674,9 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "usd_per_mtok_all": float(kecon.usd_per_mtok(
             cost_usd=cost, tokens=rate_mean * (inp.mean() + out.mean()) * SECONDS_PER_DAY)),
         "payback_months": payback,
+        "payback_absent": "" if capex > 0 else (
+            f"payback_months absent: no purchase price (economics.capex_usd_per_gpu is 0 or unset "
+            f"and {hw_d.name} lists none in its [price])"),
         "output_tokens_per_s_per_mw": float(kecon.tokens_per_s_per_mw(
             tokens_per_s=out_per_s, facility_power_w=facility_w)),
         "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant_d},
