@@ -702,13 +702,18 @@ def describe(root: type[BaseModel], exc: ValidationError) -> tuple[str, Any, str
     return path, err.get("input"), _requirement(err, info, holder)
 
 
+def parse(root: type[BaseModel], raw: Any) -> tuple[BaseModel | None, tuple[str, Any, str] | None]:
+    """(validated model, None), or (None, (key path, value, what is allowed)) of the first
+    violation of ``root``: one validation pass for loaders that format their own message."""
+    try:
+        return root.model_validate(raw), None
+    except ValidationError as exc:
+        return None, describe(root, exc)
+
+
 def violation(root: type[BaseModel], raw: Any) -> tuple[str, Any, str] | None:
     """(key path, value, what is allowed) of the first violation of ``root``, or None."""
-    try:
-        root.model_validate(raw)
-    except ValidationError as exc:
-        return describe(root, exc)
-    return None
+    return parse(root, raw)[1]
 
 
 def check(root: type[BaseModel], raw: Any, where: str, *, prefix: str = "") -> BaseModel:

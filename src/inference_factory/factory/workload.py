@@ -731,14 +731,13 @@ def _load_jsonl(path: Path, block_tokens: int) -> Trace:
             if not isinstance(obj, dict):
                 raise SpecError(f"{path}: line {line_no}: expected a JSON object, got "
                                 f"{type(obj).__name__}")
-            bad = schema.violation(schema.TraceRow, obj)
+            row, bad = schema.parse(schema.TraceRow, obj)
             if bad is not None:
                 key, value, need = bad
                 if need.startswith("is missing"):
                     raise SpecError(f"{path}: line {line_no}: field {key!r} is missing "
                                     "(required: timestamp [ms], input_length, output_length)")
                 raise rows.fail(line_no, key.split("[")[0], value, need)
-            row = schema.TraceRow.model_validate(obj)
             rows.add(line_no, row.timestamp / 1000.0, row.input_length, row.output_length,
                      row.class_, list(row.hash_ids), block_tokens, "hash_ids")
     return rows.trace(block_tokens)
