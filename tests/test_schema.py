@@ -16,14 +16,35 @@ from inference_factory import schema as S
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: what a pydantic release may render differently without changing what a schema says
+_RENDERING = ("title", "$comment", "$schema", "$id")
+
+
+def _structure(node, parent: str = ""):
+    """What a schema says about the files (keys, types, bounds, descriptions), without the
+    rendering details above (property names under "properties" are always kept)."""
+    if isinstance(node, dict):
+        return {k: _structure(v, k) for k, v in node.items()
+                if parent in ("properties", "$defs") or k not in _RENDERING}
+    if isinstance(node, list):
+        return [_structure(v) for v in node]
+    return node
+
+
 def test_committed_json_schema_is_up_to_date():
+    """Byte-identical with the pydantic that generated the files; with another pydantic, the
+    same keys, types, bounds and descriptions (so a new pydantic release cannot fail CI)."""
     folder = ROOT / "docs" / "schema"
     expected = S.json_schemas()
     committed = {p.name for p in folder.glob("*.schema.json")}
     assert committed == set(expected), "run python docs/schema/generate.py"
     for name, text in expected.items():
-        assert (folder / name).read_text() == text, f"{name} is stale: python docs/schema/generate.py"
-        json.loads(text)
+        old = (folder / name).read_text()
+        stale = f"{name} is stale: python docs/schema/generate.py"
+        if S.PYDANTIC_VERSION in json.loads(old)["$comment"]:
+            assert old == text, stale
+        else:
+            assert _structure(json.loads(old)) == _structure(json.loads(text)), stale
 
 
 @pytest.mark.parametrize("pattern,model", [
