@@ -1,8 +1,11 @@
 """Strict loader of factory scenario configs (``configs/factory.toml`` and friends).
 
-Every key is documented in ``docs/CONFIG.md`` (unit, default, meaning). An unknown key, a
-wrong type or an out-of-range value is a one-line :class:`SpecError` naming the file and the
-key. Every lever is independently switchable under ``[levers]``.
+Every key is documented in ``docs/CONFIG.md`` (unit, default, meaning). A file is validated
+once, by :class:`inference_factory.schema.FactoryConfigFile` (an unknown key, a wrong type or an
+out-of-range value is a one-line :class:`SpecError` naming the file and the key), and the
+config is built from the validated model; this module adds only what the schema cannot know:
+inheritance (``extends``), required keys of a config that extends nothing, and the rules that
+need the model and hardware specs. Every lever is independently switchable under ``[levers]``.
 """
 
 from __future__ import annotations
@@ -149,94 +152,70 @@ def resolve_price(price: "str | Price | None") -> "Price | None":
     return prices[price]
 
 
-def _pool(t: _Table, key: str, phase: str, base: PoolConfig | None) -> PoolConfig:
-    sub = t.table(key, required=base is None)
-    d = dataclasses.asdict(base) if base else {}
-    kw: dict[str, Any] = {}
-    kw["hardware"] = sub.get("hardware", str, required=base is None, default=d.get("hardware"))
-    for k in ("tp", "dp", "ep", "unit_gpus"):
-        kw[k] = sub.get(k, int, required=False, default=d.get(k, 1 if k != "unit_gpus" else 8),
-                        positive=True)
-    if phase == "prefill":
-        kw["tokens_per_gpu"] = sub.get("tokens_per_gpu", int, required=False,
-                                       default=d.get("tokens_per_gpu", 16384), positive=True)
-    else:
-        kw["max_batch_per_gpu"] = sub.get("max_batch_per_gpu", int, required=False,
-                                          default=d.get("max_batch_per_gpu", 256), positive=True)
-        kw["static_batch_per_gpu"] = sub.get("static_batch_per_gpu", int, required=False,
-                                             default=d.get("static_batch_per_gpu", 0), minimum=0)
-        kw["max_draft_depth"] = sub.get("max_draft_depth", int, required=False,
-                                        default=d.get("max_draft_depth", 3), minimum=0)
-        if kw["max_draft_depth"] > 16:
-            raise SpecError(f"{t.path}: {key}.max_draft_depth = {kw['max_draft_depth']} must be <= 16")
-    sub.done()
+def _set(value, inherited):
+    """A key the file sets (validated by the schema), else the inherited value."""
+    return inherited if value is None else value
+
+
+def _need(path: Path, key: str, value):
+    """A key required when the config extends nothing."""
+    if value is None:
+        raise SpecError(f"{path}: {key} is missing (required unless the config extends another)")
+    return value
+
+
+def _pool(path: Path, sub, key: str, phase: str, base: PoolConfig | None) -> PoolConfig:
+    """A pool from its validated table (``sub``, None when absent) over the inherited one."""
+    if sub is None and base is None:
+        raise SpecError(f"{path}: {key} table is missing (required unless the config extends another)")
+    kw: dict[str, Any] = dataclasses.asdict(base) if base else \
+        dataclasses.asdict(PoolConfig(hardware=""))
+    if sub is not None:
+        kw.update({k: getattr(sub, k) for k in type(sub).model_fields
+                   if getattr(sub, k) is not None})
+    if not kw["hardware"]:
+        _need(path, f"{key}.hardware", None)
     try:
         load_hardware(kw["hardware"])
     except SpecError as exc:
-        raise SpecError(f"{t.path}: {key}.hardware: {exc}") from None
+        raise SpecError(f"{path}: {key}.hardware: {exc}") from None
     if (kw["tp"] * kw["dp"]) % kw["ep"]:
-        raise SpecError(f"{t.path}: {key}.ep = {kw['ep']} must divide tp x dp = {kw['tp'] * kw['dp']}")
+        raise SpecError(f"{path}: {key}.ep = {kw['ep']} must divide tp x dp = {kw['tp'] * kw['dp']}")
     return PoolConfig(**kw)
 
 
-def _frac(tab: _Table, key: str, default: float, *, upper_open: bool = False) -> float:
-    v = tab.get(key, float, required=False, default=default, minimum=0.0)
-    if v > 1 or (upper_open and v >= 1):
-        raise SpecError(f"{tab.path}: {tab._key(key)} = {v} must lie in [0, 1{')' if upper_open else ']'}")
-    return v
-
-
-def _workload(t: _Table, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
-    w = t.table("workload", required=base is None)
+def _workload(path: Path, w, base: WorkloadSpec | None) -> tuple[WorkloadSpec, str]:
+    """The workload from its validated table (``w``, None when absent) over the inherited one."""
+    if w is None and base is None:
+        raise SpecError(f"{path}: workload table is missing (required unless the config extends another)")
     b = base
-    n = w.get("n_requests", int, required=b is None, default=b and b.n_requests, positive=True)
-    rate = w.get("arrival_rate_per_s", float, required=b is None,
-                 default=b and b.arrival_rate_per_s, positive=True)
-    amp = _frac(w, "diurnal_amplitude", b.diurnal_amplitude if b else 0.0, upper_open=True)
-    seed = w.get("seed", int, required=False, default=b.seed if b else 0, minimum=0)
-    per_day = w.get("output_tokens_per_day", float, required=False,
-                    default=b.output_tokens_per_day if b else 0.0, minimum=0.0)
-    trace = w.get("trace", str, required=False, default="")
+    n = _need(path, "workload.n_requests", _set(w and w.n_requests, b and b.n_requests))
+    rate = _need(path, "workload.arrival_rate_per_s",
+                 _set(w and w.arrival_rate_per_s, b and b.arrival_rate_per_s))
+    amp = _set(w and w.diurnal_amplitude, b.diurnal_amplitude if b else 0.0)
+    seed = _set(w and w.seed, b.seed if b else 0)
+    per_day = _set(w and w.output_tokens_per_day, b.output_tokens_per_day if b else 0.0)
+    trace = (w and w.trace) or ""
     classes = list(b.classes) if b else []
-    if "class" in w.raw:
-        w.used.add("class")
-        rows = w.raw["class"]
-        if not isinstance(rows, list) or not rows:
-            raise SpecError(f"{t.path}: workload.class must be a non-empty array of tables")
+    if w is not None and w.class_ is not None:
+        skew = load_realism().default_expert_skew
         classes = []
-        for i, row in enumerate(rows):
-            c = _Table(t.path, row, f"workload.class[{i}]")
-            kw = dict(
-                name=c.get("name", str), share=c.get("share", float, positive=True),
-                prompt_tokens_median=c.get("prompt_tokens_median", float, positive=True),
-                prompt_tokens_sigma=c.get("prompt_tokens_sigma", float, minimum=0.0),
-                output_tokens_median=c.get("output_tokens_median", float, positive=True),
-                output_tokens_sigma=c.get("output_tokens_sigma", float, minimum=0.0),
-                max_prompt_tokens=c.get("max_prompt_tokens", int, positive=True),
-                max_output_tokens=c.get("max_output_tokens", int, positive=True),
-                system_prompt_tokens=c.get("system_prompt_tokens", int, minimum=0),
-                n_system_prompts=c.get("n_system_prompts", int, positive=True),
-                system_prompt_zipf=c.get("system_prompt_zipf", float, minimum=0.0),
-                turns_mean=c.get("turns_mean", float, minimum=1.0),
-                acceptance_rate=_frac(c, "acceptance_rate", 0.0),
-                expert_skew=c.get("expert_skew", float, required=False, minimum=0.0,
-                                  default=load_realism().default_expert_skew),
-            )
-            c.done()
+        for i, c in enumerate(w.class_):
+            kw = c.model_dump()
+            kw["expert_skew"] = skew if kw["expert_skew"] is None else kw["expert_skew"]
             try:
                 classes.append(WorkloadClass(**kw))
             except SpecError as exc:
-                raise SpecError(f"{t.path}: workload.class[{i}]: {exc}") from None
+                raise SpecError(f"{path}: workload.class[{i}]: {exc}") from None
     elif b is None:
-        raise SpecError(f"{t.path}: workload.class is missing (required: at least one class)")
-    w.done()
+        raise SpecError(f"{path}: workload.class is missing (required: at least one class)")
     try:
         spec = WorkloadSpec(n_requests=n, arrival_rate_per_s=rate, diurnal_amplitude=amp,
                             seed=seed, classes=tuple(classes), output_tokens_per_day=per_day)
     except SpecError as exc:
-        raise SpecError(f"{t.path}: workload: {exc}") from None
+        raise SpecError(f"{path}: workload: {exc}") from None
     if trace and not os.path.isabs(trace):
-        trace = str((Path(t.path).parent / trace).resolve())
+        trace = str((path.parent / trace).resolve())
     return spec, trace
 
 
@@ -247,10 +226,8 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     checked against :class:`~inference_factory.schema.FactoryConfigFile`; an ``extends``
     chain must name files and must not loop."""
     p = Path(path)
-    raw = _read_toml(p)
-    schema.check(schema.FactoryConfigFile, raw, str(p))
-    t = _Table(p, raw)
-    extends = t.get("extends", str, required=False, default="")
+    doc = schema.check(schema.FactoryConfigFile, _read_toml(p), str(p))
+    extends = doc.extends or ""
     base = None
     if extends:
         bp = (p.parent / extends).resolve()
@@ -267,13 +244,14 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
             raise SpecError(f"{p}: extends = {extends!r} {what}; it must name a config file "
                             "(relative to this one)")
         base = load_config(bp, with_baseline=False, _chain=chain)
-    name = t.get("name", str, required=base is None, default=base and base.name)
-    desc = t.get("description", str, required=False, default=base.description if base else "")
+    name = _need(p, "name", _set(doc.name, base and base.name))
+    desc = _set(doc.description, base.description if base else "")
 
-    mt = t.table("model", required=base is None)
-    model = mt.get("name", str, required=base is None, default=base and base.model)
-    price_id = mt.get("price", str, required=base is None, default=base and base.price.id)
-    mt.done()
+    mt = doc.model
+    if mt is None and base is None:
+        raise SpecError(f"{p}: model table is missing (required unless the config extends another)")
+    model = _need(p, "model.name", _set(mt and mt.name, base and base.model))
+    price_id = _need(p, "model.price", _set(mt and mt.price, base and base.price.id))
     try:
         spec = load_model(model)
     except SpecError as exc:
@@ -282,33 +260,21 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     if price_id not in prices:
         raise SpecError(f"{p}: model.price = {price_id!r} is not a price id; available: {sorted(prices)}")
 
-    workload, trace = _workload(t, base.workload if base else None)
-    if not trace and base is not None and "workload" not in t.raw:
+    workload, trace = _workload(p, doc.workload, base.workload if base else None)
+    if not trace and base is not None and doc.workload is None:
         trace = base.trace_path
-    prefill = _pool(t, "prefill", "prefill", base.prefill if base else None)
-    decode = _pool(t, "decode", "decode", base.decode if base else None)
+    prefill = _pool(p, doc.prefill, "prefill", "prefill", base.prefill if base else None)
+    decode = _pool(p, doc.decode, "decode", "decode", base.decode if base else None)
 
     for key, pool in (("prefill", prefill), ("decode", decode)):
         if spec.n_q_heads % pool.tp:
             raise SpecError(f"{p}: {key}.tp = {pool.tp} must divide the {spec.n_q_heads} "
                             f"attention heads of {spec.name!r}")
 
-    lv = t.table("levers", required=False)
+    lv = doc.levers
     bl = base.levers if base else Levers()
-    lk = {k: lv.get(k, bool, required=False, default=getattr(bl, k)) for k in LEVERS}
-    lk["redundant_experts"] = lv.get("redundant_experts", int, required=False,
-                                     default=bl.redundant_experts, minimum=0)
-    tiers = lv.get("cache_tiers", list, required=False, default=list(bl.cache_tiers))
-    bad = [x for x in tiers if x not in TIERS]
-    if bad or not tiers:
-        raise SpecError(f"{p}: levers.cache_tiers = {tiers!r} must be a non-empty subset of {list(TIERS)}")
-    lk["cache_tiers"] = tuple(x for x in TIERS if x in tiers)
-    lk["hbm_cache_frac"] = _frac(lv, "hbm_cache_frac", bl.hbm_cache_frac)
-    if "cache_hit_rate" in lv.raw:
-        lk["cache_hit_rate"] = _frac(lv, "cache_hit_rate", 0.0, upper_open=True)
-    else:
-        lk["cache_hit_rate"] = bl.cache_hit_rate
-    lv.done()
+    lk = {k: _set(getattr(lv, k, None), getattr(bl, k)) for k in dataclasses.asdict(bl)}
+    lk["cache_tiers"] = tuple(x for x in TIERS if x in lk["cache_tiers"])
     if spec.is_moe and lk["redundant_experts"] > spec.n_routed_experts:
         raise SpecError(f"{p}: levers.redundant_experts = {lk['redundant_experts']} exceeds the "
                         f"{spec.n_routed_experts} routed experts of {spec.name!r}; allowed "
@@ -316,51 +282,29 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     if spec.is_moe and lk["redundant_experts"] and (spec.n_routed_experts + lk["redundant_experts"]) < decode.ep:
         raise SpecError(f"{p}: decode.ep = {decode.ep} exceeds routed + redundant experts")
 
-    sl = t.table("slo", required=False)
-    ttft = sl.get("ttft_s", float, required=False, default=base.ttft_slo_s if base else 5.0, positive=True)
-    tpot = sl.get("tpot_s", float, required=False, default=base.tpot_slo_s if base else 0.1, positive=True)
-    sl.done()
-    fl = t.table("fleet", required=False)
-    util = fl.get("target_utilization", float, required=False,
-                  default=base.target_utilization if base else 0.75, positive=True)
-    if util > 1:
-        raise SpecError(f"{p}: fleet.target_utilization = {util} must lie in (0, 1]")
-    fl.done()
+    ttft = _set(doc.slo and doc.slo.ttft_s, base.ttft_slo_s if base else 5.0)
+    tpot = _set(doc.slo and doc.slo.tpot_s, base.tpot_slo_s if base else 0.1)
+    util = _set(doc.fleet and doc.fleet.target_utilization,
+                base.target_utilization if base else 0.75)
 
-    ec = t.table("economics", required=False)
+    ec = doc.economics
     be = base.economics if base else Economics()
     hw = load_hardware(decode.hardware)
-    basis = ec.get("cost_basis", str, required=False, default=be.cost_basis,
-                   allowed={"capex", "rental"})
-    capex = ec.get("capex_usd_per_gpu", float, required=False,
-                   default=be.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu", 0.0), minimum=0.0)
-    rental = ec.get("rental_usd_per_gpu_hour", float, required=False,
-                    default=be.rental_usd_per_gpu_hour or hw.price.get("rental_usd_per_gpu_hour", 0.0),
-                    minimum=0.0)
-    econ = Economics(
-        cost_basis=basis, capex_usd_per_gpu=capex,
-        depreciation_years=ec.get("depreciation_years", float, required=False,
-                                  default=be.depreciation_years, positive=True),
-        residual_frac=_frac(ec, "residual_frac", be.residual_frac, upper_open=True),
-        rental_usd_per_gpu_hour=rental,
-        pue=ec.get("pue", float, required=False, default=be.pue, minimum=1.0),
-        usd_per_kwh=ec.get("usd_per_kwh", float, required=False, default=be.usd_per_kwh, minimum=0.0),
-        idle_frac_of_tdp=_frac(ec, "idle_frac_of_tdp", be.idle_frac_of_tdp),
-        prefill_frac_of_tdp=_frac(ec, "prefill_frac_of_tdp", be.prefill_frac_of_tdp),
-        decode_frac_of_tdp=_frac(ec, "decode_frac_of_tdp", be.decode_frac_of_tdp),
-    )
-    ec.done()
-    if basis == "capex" and capex <= 0:
+    inherited_econ = dataclasses.replace(
+        be, capex_usd_per_gpu=be.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu", 0.0),
+        rental_usd_per_gpu_hour=be.rental_usd_per_gpu_hour or hw.price.get("rental_usd_per_gpu_hour", 0.0))
+    econ = Economics(**{k: _set(getattr(ec, k, None), v)
+                        for k, v in dataclasses.asdict(inherited_econ).items()})
+    if econ.cost_basis == "capex" and econ.capex_usd_per_gpu <= 0:
         raise SpecError(f"{p}: economics.capex_usd_per_gpu is needed for cost_basis = 'capex' "
                         f"({decode.hardware} lists no capex indication)")
-    if basis == "rental" and rental <= 0:
+    if econ.cost_basis == "rental" and econ.rental_usd_per_gpu_hour <= 0:
         raise SpecError(f"{p}: economics.rental_usd_per_gpu_hour is needed for cost_basis = 'rental'")
 
-    bt = t.get("baseline", str, required=False, default="")
+    bt = doc.baseline or ""
     inherited = False
     if not bt and base is not None and base.baseline_path and with_baseline:
         bt, inherited = base.baseline_path, True
-    t.done()
     cfg = FactoryConfig(name=name, description=desc, model=spec.name, price=prices[price_id],
                         workload=workload, trace_path=trace, prefill=prefill, decode=decode,
                         levers=Levers(**lk), ttft_slo_s=ttft, tpot_slo_s=tpot,
