@@ -420,14 +420,14 @@ def test_cli_max_batch_json_equals_the_library_call():
 
 @pytest.mark.parametrize("args", [
     ["best-draft", "-a", "dp=32", "-a", "ep=32", "--batch-size", "1,64"],
-    ["cheapest", "-H", "H800-SXM,B200", "-p", "dp=16,ep=16", "-o", "kv_precision=bf16,fp8",
+    ["cheapest", "-H", "H800-SXM,B200", "-p", "dp=16,ep=16", "-a", "kv_precision=bf16,fp8",
      "--tpot-ms", "50", "--price", PRICE],
     ["pareto", "-H", "B200", "-a", "dp=8", "-a", "ep=8", "-a", "batch_size=1,16,128",
      "-a", "draft_depth=0,2"],
-    ["tornado", "-a", "dp=32", "-a", "ep=32", "-a", "batch_size=64", "-r", "acceptance_rate=0.6:0.9",
-     "-r", "kv_precision=bf16:fp8", "--price", PRICE],
+    ["tornado", "-a", "dp=32", "-a", "ep=32", "-a", "batch_size=64", "-r", "acceptance_rate=0.6,0.9",
+     "-r", "kv_precision=bf16,fp8", "--price", PRICE],
     ["montecarlo", "-a", "dp=32", "-a", "ep=32", "-a", "batch_size=64", "-r",
-     "cache_hit_rate=0.2:0.8", "-r", "acceptance_rate=0.6:0.8:0.9", "--n", "50", "--price", PRICE],
+     "cache_hit_rate=0.2,0.8", "-r", "acceptance_rate=tri:0.6:0.8:0.9", "--n", "50", "--price", PRICE],
 ])
 def test_cli_commands_run_and_print_json(args):
     text = _run(args)
@@ -440,7 +440,7 @@ def test_cli_commands_run_and_print_json(args):
 
 def test_cli_montecarlo_prints_the_library_percentiles():
     res = _run(["montecarlo", "-a", "dp=32", "-a", "ep=32", "-a", "batch_size=64", "-r",
-                "cache_hit_rate=0.2:0.8", "--n", "40", "--seed", "9", "--price", PRICE, "--json"])
+                "cache_hit_rate=0.2,0.8", "--n", "40", "--seed", "9", "--price", PRICE, "--json"])
     rows = {r["metric"]: r for r in json.loads(res.output)["rows"]}
     lib = q.monte_carlo(DS, "H800-SXM", {"cache_hit_rate": (0.2, 0.8)}, n=40, seed=9, price=PRICE,
                         dp=32, ep=32, batch_size=64)
@@ -448,12 +448,12 @@ def test_cli_montecarlo_prints_the_library_percentiles():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["tornado", "-r", "acceptance_rate=0.9:0.6"], "must have low < high"),
-    (["tornado", "-r", "acceptance_rate"], "expected NAME=LOW:HIGH"),
-    (["montecarlo", "-r", "expert_skew=0:1"], "expert_skew is a structural choice"),
+    (["tornado", "-r", "acceptance_rate=0.9,0.6"], "must have low < high"),
+    (["tornado", "-r", "acceptance_rate"], "expected NAME=LOW,HIGH"),
+    (["montecarlo", "-r", "expert_skew=0,1"], "expert_skew is a structural choice"),
     (["cheapest", "--utilization", "1.5"], "utilization = 1.5 is out of range"),
-    (["max-batch", "-a", "foo=3"], "unknown argument 'foo'"),
-    (["tornado", "-H", "H800-SXM,B200", "-r", "pue=1.1:1.5"], "give one device"),
+    (["max-batch", "-a", "foo=3"], "unknown axis 'foo'"),
+    (["tornado", "-H", "H800-SXM,B200", "-r", "pue=1.1,1.5"], "give one device"),
 ])
 def test_cli_bad_input_is_one_line_and_status_2(args, message):
     res = CliRunner().invoke(cli, args)

@@ -12,84 +12,14 @@ import math
 from typing import Any, Callable, Sequence
 
 import click
-import numpy as np
-import pandas as pd
 
-from . import questions as q
-from ._io import json_text
-from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
-from .engine import evaluate, to_dataframe
+from . import grammar as g
 from .errors import SpecError
+from .tables import chosen_format, format_option, render
 
 # --------------------------------------------------------------------------------------------
-# parsing (display and syntax only)
+# parsing (display and syntax only; the grammar lives in grammar.py)
 # --------------------------------------------------------------------------------------------
-
-
-def _scalar(text: str) -> Any:
-    """'8' -> 8, '0.5' -> 0.5, 'fp8' -> 'fp8'."""
-    t = text.strip()
-    try:
-        return int(t)
-    except ValueError:
-        pass
-    try:
-        return float(t)
-    except ValueError:
-        return t
-
-
-def _values(text: str) -> Any:
-    parts = [p for p in text.split(",")]
-    if any(not p.strip() for p in parts):
-        raise SpecError(f"{text!r}: empty value in a comma-separated list")
-    vals = [_scalar(p) for p in parts]
-    return vals if len(vals) > 1 else vals[0]
-
-
-def _assignments(items: Sequence[str], option: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise SpecError(f"{option} {item!r}: expected NAME=VALUE or NAME=V1,V2,...")
-        name, text = item.split("=", 1)
-        name = name.strip().replace("-", "_")
-        if not name or not text.strip():
-            raise SpecError(f"{option} {item!r}: expected NAME=VALUE or NAME=V1,V2,...")
-        if name in out:
-            raise SpecError(f"{option} {name} is given twice")
-        out[name] = _values(text)
-    return out
-
-
-def _ranges(items: Sequence[str], max_parts: int) -> dict[str, tuple]:
-    form = "NAME=LOW:HIGH" + (" or NAME=LOW:MODE:HIGH" if max_parts == 3 else "")
-    out: dict[str, tuple] = {}
-    for item in items:
-        if "=" not in item:
-            raise SpecError(f"--range {item!r}: expected {form}")
-        name, text = item.split("=", 1)
-        name = name.strip().replace("-", "_")
-        parts = text.split(":")
-        if not name or len(parts) < 2 or len(parts) > max_parts or any(not p.strip() for p in parts):
-            raise SpecError(f"--range {item!r}: expected {form}")
-        if name in out:
-            raise SpecError(f"--range {name} is given twice")
-        out[name] = tuple(_scalar(p) for p in parts)
-    if not out:
-        raise SpecError(f"give at least one --range {form}")
-    return out
-
-
-def _int_values(text: str | None, option: str) -> list[int] | None:
-    if text is None:
-        return None
-    vals = _values(text)
-    vals = vals if isinstance(vals, list) else [vals]
-    for v in vals:
-        if not isinstance(v, int):
-            raise SpecError(f"{option} {text!r}: {v!r} is not a whole number")
-    return vals
 
 
 def _names(items: Sequence[str]) -> list[str]:
@@ -103,11 +33,17 @@ def _one(names: list[str]) -> Any:
     return names[0] if len(names) == 1 else names
 
 
-def _title(ds) -> str:
-    """'DeepSeek-V3 on H800-SXM, B200' from a result's coordinates."""
-    def names(key):
-        return ", ".join(str(v) for v in np.atleast_1d(ds[key].values)) if key in ds.coords else "?"
-    return f"{names('model')} on {names('hardware')}"
+def _as_kwargs(axes: dict[str, tuple]) -> dict[str, Any]:
+    """Axis values as evaluate() keywords: one value is a scalar, several a list."""
+    return {k: (list(v) if len(v) > 1 else v[0]) for k, v in axes.items()}
+
+
+def _title(model: str, hardware: Any) -> str:
+    """'DeepSeek-V3 on H800-SXM, B200' (the spec names, not the aliases typed)."""
+    from .specs import load_hardware, load_model
+
+    hws = hardware if isinstance(hardware, list) else [hardware]
+    return f"{load_model(model).name} on {', '.join(load_hardware(h).name for h in hws)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,34 +51,19 @@ def _title(ds) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _cell(v: Any) -> Any:
-    if isinstance(v, (np.generic,)):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
+def _emit(df, fmt: str, header: str = "", extra: dict | None = None,
+          output: str | None = None) -> None:
+    text = render(df, fmt, header=header, extra=extra)
+    if output is not None:
+        from ._io import write_text_atomic
+
+        write_text_atomic(output, text + "\n")
+    click.echo(text)
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _cell(v) for k, v in r.items()} for r in df.to_dict("records")]
+def _tidy(ds, cols: Sequence[str]):
+    from .engine import to_dataframe
 
-
-def _emit(df: pd.DataFrame, as_json: bool, header: str = "", extra: dict | None = None) -> None:
-    if as_json:
-        attrs = {k: v for k, v in df.attrs.items() if isinstance(v, (str, int, float, list, dict))}
-        obj = {"rows": _records(df), "attrs": attrs}
-        obj.update(extra or {})
-        click.echo(json_text(obj))
-        return
-    if header:
-        click.echo(header)
-    if df.empty:
-        click.echo("(no rows)")
-        return
-    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="-"))
-
-
-def _tidy(ds, cols: Sequence[str]) -> pd.DataFrame:
     df = to_dataframe(ds)
     dims = [d for d in ds.dims]
     keep = [c for c in dims if c in df.columns] + [c for c in cols if c in df.columns]
@@ -160,9 +81,11 @@ def _tidy(ds, cols: Sequence[str]) -> pd.DataFrame:
 def _engine_options(func: Callable) -> Callable:
     func = click.option("--draft-model", default=None,
                         help="Separate draft model (default: the model's MTP module).")(func)
-    func = click.option("--axis", "-a", "axes", multiple=True, metavar="NAME=V[,V...]",
-                        help="Any engine axis or structural choice, e.g. -a kv_len=4096 "
-                             "-a dp=32 -a kv_precision=fp8 (a list adds a dimension).")(func)
+    func = click.option("--axis", "-a", "axes", multiple=True, type=g.AxisParam(),
+                        callback=g.collect_axes,
+                        help="Any engine axis or structural choice in the range grammar, e.g. "
+                             "-a kv_len=4096 -a dp=32 -a kv_precision=bf16,fp8 -a "
+                             "batch_size=1,2,4,...,256 (a list adds a dimension).")(func)
     func = click.option("--hardware", "-H", "hardware", multiple=True,
                         help="Hardware name, alias or TOML path (repeat or comma-separate for "
                              "several; default H800-SXM).")(func)
@@ -171,10 +94,16 @@ def _engine_options(func: Callable) -> Callable:
     return func
 
 
+def _table_options(func: Callable) -> Callable:
+    func = click.option("--output", "-o", "output", default=None, metavar="FILE",
+                        help="Also write the table to FILE in the chosen --format.")(func)
+    return format_option(func)
+
+
 def _economics_options(func: Callable) -> Callable:
     opts = [
         click.option("--price", default=None, metavar="ID",
-                     help="Price id from configs/prices.toml (needed for margins)."),
+                     help="Price id (see 'inference-factory prices list'; needed for margins)."),
         click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default=None,
                      help="How a GPU-hour is charged (default rental)."),
         click.option("--rental-usd-per-gpu-hour", type=click.FLOAT, default=None,
@@ -188,44 +117,108 @@ def _economics_options(func: Callable) -> Callable:
                      help="Busy share of the GPU-hour, (0, 1] (default 1)."),
         click.option("--input-per-output", "input_tokens_per_output_token", type=click.FLOAT,
                      default=None,
-                     help=f"Input tokens per output token (default "
-                          f"{INPUT_TOKENS_PER_OUTPUT_TOKEN:.3f}: DeepSeek 608B/168B a day)."),
+                     help="Input tokens per output token (default: DeepSeek's published day, "
+                          "608B input / 168B output)."),
     ]
     for opt in reversed(opts):
         func = opt(func)
     return func
 
 
+def _slo_options(func: Callable, ttft: bool = True) -> Callable:
+    """--tpot / --ttft as durations with units (50ms, 2s); --tpot-ms / --ttft-ms kept, hidden,
+    for scripts written before (bare milliseconds)."""
+    opts = [click.option("--tpot", type=g.DurationParam(), default=None,
+                         help="TPOT SLO, a duration: 50ms, 0.05s."),
+            click.option("--tpot-ms", type=g.DurationParam(bare_unit="ms"), default=None,
+                         hidden=True)]
+    if ttft:
+        opts += [click.option("--ttft", type=g.DurationParam(), default=None,
+                              help="TTFT SLO, a duration: 500ms, 2s."),
+                 click.option("--ttft-ms", type=g.DurationParam(bare_unit="ms"), default=None,
+                              hidden=True)]
+    opts.append(click.option("--min-user-tps", type=click.FloatRange(min=0, min_open=True),
+                             default=None, help="Minimum decode tokens/s per user."))
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def _slo(options: dict[str, Any]) -> dict[str, float | None]:
+    """tpot_s / ttft_s from --tpot or --tpot-ms (not both)."""
+    out = {}
+    for name in ("tpot", "ttft"):
+        a, b = options.pop(name, None), options.pop(f"{name}_ms", None)
+        if a is not None and b is not None:
+            raise SpecError(f"--{name} and --{name}-ms give the same SLO; give --{name} once")
+        out[f"{name}_s"] = a if a is not None else b
+    out["min_user_tokens_per_s"] = options.pop("min_user_tps", None)
+    return out
+
+
 _COST_KEYS = ("cost_basis", "rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciation_years",
               "pue", "usd_per_kwh", "utilization")
 
 
-def _or(value, default):
-    return default if value is None else value
-
-
 def _split_economics(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from . import questions as q
+    from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
+
     cost = {k: options.pop(k) for k in _COST_KEYS if k in options}
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
+    ratio = options.pop("input_tokens_per_output_token", None)
     econ = {"price": options.pop("price", None), "cost": cost,
-            "input_tokens_per_output_token": _or(options.pop("input_tokens_per_output_token", None),
-                                                 INPUT_TOKENS_PER_OUTPUT_TOKEN)}
+            "input_tokens_per_output_token": INPUT_TOKENS_PER_OUTPUT_TOKEN if ratio is None
+            else ratio}
     return econ, options
 
 
-def _engine_kwargs(hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                   *, single: bool = False) -> tuple[Any, dict[str, Any]]:
+def _engine_kwargs(model: str, hardware: Sequence[str], axes: dict[str, tuple],
+                   draft_model: str | None, *, single: bool = False,
+                   forbid: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Hardware argument and evaluate() keywords; the instance shape is checked against the
+    model here (a shape the engine refuses is a usage error, not a result row)."""
     hws = _names(hardware) or ["H800-SXM"]
     if single and len(hws) != 1:
         raise SpecError(f"--hardware: give one device for this command (got {hws})")
-    kw = _assignments(axes, "--axis")
+    for name, why in (forbid or {}).items():
+        if name in axes:
+            raise SpecError(f"--axis {name}: {why}")
+    kw = _as_kwargs(axes)
+    check_shapes(model, hws, axes)
     if draft_model:
         kw["draft_model"] = draft_model
     return _one(hws), kw
 
 
-def _ms(s: pd.Series) -> pd.Series:
-    return s * 1e3
+def check_shapes(model: str, hardware: Sequence[str], axes: dict[str, tuple],
+                 shapes: Sequence[dict[str, int]] = ({},)) -> None:
+    """Every combination of the structural values given must be a valid instance of the model
+    on the hardware (tp dividing the heads, ep dividing tp x dp, a precision the device
+    computes in...): else a one-line SpecError naming the options."""
+    import itertools
+
+    from .axes import STRUCT_AXES
+    from .engine.geometry import validate_struct
+    from .realism import load_realism
+    from .specs import load_hardware, load_model
+
+    m = load_model(model)
+    rl = load_realism()
+    struct = {k: v for k, v in axes.items() if k in STRUCT_AXES}
+    for h in hardware:
+        hw = load_hardware(h)
+        for shape in shapes:
+            for combo in itertools.product(*struct.values()):
+                s = dict(STRUCT_AXES)
+                s.update(dict(zip(struct, combo)))
+                s.update(shape)
+                try:
+                    validate_struct(m, hw, s, rl)
+                except SpecError as exc:
+                    given = {k: s[k] for k in (*struct, *shape)}
+                    where = " ".join(f"{k}={v}" for k, v in given.items()) or "the defaults"
+                    raise SpecError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,158 +226,234 @@ def _ms(s: pd.Series) -> pd.Series:
 # --------------------------------------------------------------------------------------------
 
 
+def _values_option(name: str, default: str, help: str):
+    """An option taking one axis's values in the range grammar (``--batch-size 1,2,...,256``)."""
+    def convert(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return list(g.parse_assignment(f"{name}={value}", param.opts[0])[1])
+        except SpecError as exc:
+            raise click.BadParameter(str(exc).split(": ", 1)[-1], ctx, param) from None
+    return click.option(f"--{name.replace('_', '-')}", name, default=None, callback=convert,
+                        metavar="VALUES", help=f"{help} (range grammar; default {default}).")
+
+
+def _pick(name: str, option_value, axes: dict[str, tuple], default: str) -> list:
+    """The values of ``name`` from its own option or from -a (not both), else the default."""
+    g.refuse_clashes(axes, **{name: option_value})
+    if option_value is not None:
+        return option_value
+    if name in axes:
+        return list(axes.pop(name))
+    return list(g.parse_values(default))
+
+
 @click.command("best-draft")
 @_engine_options
-@click.option("--batch-size", default="1,2,4,8,16,32,64,128,256", show_default=True,
-              help="Batch sizes (sequences per attention-DP rank), comma-separated.")
-@click.option("--draft-depth", default="0,1,2,3,4", show_default=True,
-              help="Draft depths to compare, comma-separated.")
+@_values_option("batch_size", "1,2,4,...,256", "Batch sizes (sequences per attention-DP rank)")
+@_values_option("draft_depth", "0..4", "Draft depths to compare")
 @click.option("--metric", type=click.Choice(["decode_tokens_per_s_per_gpu",
                                              "decode_tokens_per_s_per_user"]),
               default="decode_tokens_per_s_per_gpu", show_default=True, help="What to maximise.")
 @click.option("--all", "include_unfit", is_flag=True,
               help="Also consider depths whose batch does not fit in HBM.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def best_draft_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                   batch_size: str, draft_depth: str, metric: str, include_unfit: bool,
-                   as_json: bool) -> None:
+@_table_options
+def best_draft_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+                   batch_size, draft_depth, metric: str, include_unfit: bool,
+                   fmt: str | None, as_json: bool, output: str | None) -> None:
     """Best speculative draft depth per batch size (and any other axis given as a list)."""
-    hw, kw = _engine_kwargs(hardware, axes, draft_model)
-    ds = q.best_draft_depth(model, hw, batch_size=_int_values(batch_size, "--batch-size"),
-                            draft_depth=_int_values(draft_depth, "--draft-depth"), metric=metric,
+    from . import questions as q
+
+    fmt = chosen_format(fmt, as_json)
+    batch = _pick("batch_size", batch_size, axes, "1,2,4,...,256")
+    depth = _pick("draft_depth", draft_depth, axes, "0..4")
+    hw, kw = _engine_kwargs(model, hardware, axes, draft_model)
+    ds = q.best_draft_depth(model, hw, batch_size=batch, draft_depth=depth, metric=metric,
                             only_fitting=not include_unfit, **kw)
     df = _tidy(ds, ["best_draft_depth", f"best_{metric}", "best_decode_tokens_per_s_per_gpu",
                     "best_decode_tokens_per_s_per_user", "best_tpot_s", "speedup_over_no_draft"])
-    if not as_json:
-        df["best_tpot_s"] = _ms(df["best_tpot_s"])
-        df = df.rename(columns={"best_tpot_s": "best_tpot_ms"})
-    _emit(df, as_json, f"{_title(ds)}: {ds.attrs['question']}")
+    _emit(df, fmt, f"{_title(model, hw)}: {ds.attrs['question']}", output=output)
 
 
 @click.command("max-batch")
 @_engine_options
-@click.option("--tpot-ms", type=click.FLOAT, default=None, help="TPOT SLO in milliseconds.")
-@click.option("--min-user-tps", type=click.FLOAT, default=None,
-              help="Minimum decode tokens/s per user.")
-@click.option("--ttft-ms", type=click.FLOAT, default=None,
-              help="TTFT SLO in milliseconds (searched over the prefill batch).")
-@click.option("--max-batch", type=click.INT, default=4096, show_default=True,
+@_slo_options
+@click.option("--max-batch", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Top of the search grid.")
 @click.option("--no-refine", is_flag=True, help="Answer on the geometric grid only.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def max_batch_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                  tpot_ms: float | None, min_user_tps: float | None, ttft_ms: float | None,
-                  max_batch: int, no_refine: bool, as_json: bool) -> None:
+@_table_options
+def max_batch_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+                  max_batch: int, no_refine: bool, fmt: str | None, as_json: bool,
+                  output: str | None, **options: Any) -> None:
     """Largest decode batch that fits and meets the TPOT / per-user SLOs (and largest prefill
     batch meeting a TTFT SLO)."""
-    hw, kw = _engine_kwargs(hardware, axes, draft_model)
-    ds = q.max_batch_meeting_slo(
-        model, hw, tpot_s=tpot_ms / 1e3 if tpot_ms is not None else None,
-        min_user_tokens_per_s=min_user_tps, ttft_s=ttft_ms / 1e3 if ttft_ms is not None else None,
-        max_batch=max_batch, refine=not no_refine, **kw)
+    from . import questions as q
+
+    fmt = chosen_format(fmt, as_json)
+    slo = _slo(options)
+    searched = "max-batch searches it; bound the search with --max-batch"
+    hw, kw = _engine_kwargs(model, hardware, axes, draft_model,
+                            forbid={"batch_size": searched, "prefill_batch_size": searched})
+    ds = q.max_batch_meeting_slo(model, hw, **slo, max_batch=max_batch, refine=not no_refine,
+                                 **kw)
     cols = ["max_batch_size_meeting_slo", "slo_binding_constraint", "tpot_s",
             "decode_tokens_per_s_per_user", "decode_tokens_per_s_per_gpu",
             "max_prefill_batch_size_meeting_slo", "prefill_slo_binding_constraint", "ttft_s",
             "prefill_tokens_per_s_per_gpu"]
-    df = _tidy(ds, cols)
-    if not as_json:
-        for c in ("tpot_s", "ttft_s"):
-            if c in df:
-                df[c] = _ms(df[c])
-        df = df.rename(columns={"tpot_s": "tpot_ms", "ttft_s": "ttft_ms"})
-    _emit(df, as_json, f"{_title(ds)}; SLO: {ds.attrs['slo']}")
+    _emit(_tidy(ds, cols), fmt, f"{_title(model, hw)}; SLO: {ds.attrs['slo']}", output=output)
+
+
+#: Columns cheapest prints as a table (every column goes to csv/json).
+_CHEAPEST_TABLE = ("rank", "hardware", "tp", "dp", "ep", "n_gpus", "batch_size")
 
 
 @click.command("cheapest")
 @_engine_options
-@click.option("--parallelism", "-p", multiple=True, metavar="tp=8 | dp=8,ep=8",
-              help="An instance shape to try (repeat for several).")
-@click.option("--option", "-o", "choices", multiple=True, metavar="NAME=V1,V2",
-              help="Other structural choices to cross, e.g. -o kv_precision=bf16,fp8.")
-@click.option("--tpot-ms", type=click.FLOAT, default=None, help="TPOT SLO in milliseconds.")
-@click.option("--ttft-ms", type=click.FLOAT, default=None, help="TTFT SLO in milliseconds.")
-@click.option("--min-user-tps", type=click.FLOAT, default=None,
-              help="Minimum decode tokens/s per user.")
-@click.option("--metric", type=click.Choice(list(q.DOLLAR_METRICS)), default="usd_per_mtok_output",
-              show_default=True, help="What to minimise.")
+@click.option("--parallelism", "-p", multiple=True, type=g.ShapeParam(),
+              help="An instance shape to try (repeat for several), e.g. -p tp=8 -p dp=8,ep=8. "
+                   "Default: every power-of-two tp and dp x ep shape up to one node.")
+@click.option("--option", "choices", multiple=True, type=g.AxisParam(), callback=g.collect_axes,
+              hidden=True, help="Old spelling of a structural list in --axis.")
+@_slo_options
+@click.option("--metric", type=click.Choice(["usd_per_mtok_output", "usd_per_mtok_input",
+                                             "usd_per_mtok_blended"]),
+              default="usd_per_mtok_output", show_default=True, help="What to minimise.")
 @_economics_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def cheapest_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                 parallelism: Sequence[str], choices: Sequence[str], tpot_ms: float | None,
-                 ttft_ms: float | None, min_user_tps: float | None, metric: str, as_json: bool,
-                 **options: Any) -> None:
-    """Rank hardware x parallelism x options by $/M tokens among those meeting the SLOs."""
+@_table_options
+def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+                 parallelism: Sequence[dict], choices: dict, metric: str, fmt: str | None,
+                 as_json: bool, output: str | None, **options: Any) -> None:
+    """Rank hardware x parallelism x options by $/M tokens among those meeting the SLOs.
+
+    A structural axis given as a list (-a kv_precision=bf16,fp8) is crossed as a choice.
+    """
+    from . import questions as q
+    from .axes import STRUCT_AXES
+
+    fmt = chosen_format(fmt, as_json)
+    slo = _slo(options)
     econ, _ = _split_economics(options)
-    hw, kw = _engine_kwargs(hardware, axes, draft_model)
-    pars = [_assignments(p.split(","), "--parallelism") for p in parallelism] or None
-    df = q.cheapest_meeting_slo(
-        model, hw, parallelism=pars,
-        options={k: v if isinstance(v, list) else [v]
-                 for k, v in _assignments(choices, "--option").items()} or None,
-        tpot_s=tpot_ms / 1e3 if tpot_ms is not None else None,
-        ttft_s=ttft_ms / 1e3 if ttft_ms is not None else None,
-        min_user_tokens_per_s=min_user_tps, metric=metric, **econ, **kw)
-    if not as_json:
-        for c in ("tpot_s", "ttft_s"):
-            if c in df:
-                df[c] = _ms(df[c])
-        df = df.rename(columns={"tpot_s": "tpot_ms", "ttft_s": "ttft_ms"})
-        drop = [c for c in ("model", "max_batch_size", "meets_slo") if c in df]
-        df = df.drop(columns=drop)
-    _emit(df, as_json, f"{model}: {df.attrs.get('metric')} ({df.attrs.get('cost_basis')} cost"
-                       f"{', price ' + df.attrs['price'] if df.attrs.get('price') else ''}); "
-                       f"SLO: {df.attrs.get('slo') or 'none'}")
+    for k in choices:
+        if k in axes:
+            raise SpecError(f"{k} is given twice: --axis and --option; give it once")
+    axes = {**axes, **choices}
+    crossed = {k: list(v) for k, v in axes.items() if k in STRUCT_AXES and len(v) > 1}
+    listed = [k for k, v in axes.items() if k not in STRUCT_AXES and len(v) > 1]
+    if listed:
+        raise SpecError(f"--axis {listed[0]}: cheapest picks one operating point per choice; "
+                        f"give {listed[0]} one value (batch sizes are searched)")
+    fixed = {k: v for k, v in axes.items() if k not in crossed}
+    hws = _names(hardware) or ["H800-SXM"]
+    given = {**fixed, **{k: tuple(v) for k, v in crossed.items()}}
+    if parallelism:
+        shapes = [dict(p) for p in parallelism]
+        for p in shapes:
+            for k in p:
+                if k in axes:
+                    raise SpecError(f"{k} is given twice: --parallelism and --axis; give it once")
+        check_shapes(model, hws, given, shapes)
+    else:
+        from .specs import load_hardware, load_model
+        check_shapes(model, hws, given)
+        if any(k in fixed for k in ("tp", "dp", "ep")):
+            shapes = [{}]
+        else:   # searched shapes the engine refuses are reported as rows, not errors
+            shapes = default_shapes(load_model(model), [load_hardware(h) for h in hws])
+    kw = _as_kwargs(fixed)
+    if draft_model:
+        kw["draft_model"] = draft_model
+    df = q.cheapest_meeting_slo(model, _one(hws), parallelism=shapes, options=crossed or None,
+                                **slo, metric=metric, **econ, **kw)
+    header = (f"{_title(model, _one(hws))}: {df.attrs.get('metric')} "
+              f"({df.attrs.get('cost_basis')} cost"
+              f"{', price ' + df.attrs['price'] if df.attrs.get('price') else ''}); "
+              f"SLO: {df.attrs.get('slo') or 'none'}")
+    if fmt in ("table", "markdown"):
+        keep = [c for c in _CHEAPEST_TABLE if c in df] + list(crossed) + [
+            c for c in (metric, "decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user",
+                        "tpot_s", "ttft_s", "gross_margin_frac", "reason") if c in df]
+        attrs = dict(df.attrs)
+        df = df[list(dict.fromkeys(keep))]
+        df.attrs = attrs
+    _emit(df, fmt, header, output=output)
+
+
+def default_shapes(model, hardware) -> list[dict[str, int]]:
+    """Instance shapes ``cheapest`` tries when none is given: tp = 1, 2, 4, 8 for a dense
+    model; for a MoE model also attention-DP x EP (dp = ep = 2..8) within one node."""
+    node = min(h.gpus_per_node for h in hardware)
+    sizes = [n for n in (1, 2, 4, 8, 16) if n <= node]
+    shapes: list[dict[str, int]] = [{"tp": n} for n in sizes if model.n_q_heads % n == 0]
+    if model.is_moe:
+        shapes += [{"tp": n, "ep": n} for n in sizes if n > 1 and model.n_q_heads % n == 0]
+        shapes += [{"dp": n, "ep": n} for n in sizes if n > 1]
+    return shapes
 
 
 @click.command("pareto")
 @_engine_options
-@click.option("--x", "x", default="decode_tokens_per_s_per_user", show_default=True,
-              help="Variable on the x axis (maximised).")
-@click.option("--y", "y", default="decode_tokens_per_s_per_gpu", show_default=True,
-              help="Variable on the y axis (maximised).")
+@click.option("--x-var", "--x", "x", default="decode_tokens_per_s_per_user", show_default=True,
+              metavar="VARIABLE", help="Variable on the x axis (maximised).")
+@click.option("--y-var", "--y", "y", default="decode_tokens_per_s_per_gpu", show_default=True,
+              metavar="VARIABLE", help="Variable on the y axis (maximised).")
 @click.option("--all", "include_unfit", is_flag=True, help="Keep points that do not fit in HBM.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def pareto_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-               x: str, y: str, include_unfit: bool, as_json: bool) -> None:
+@_table_options
+def pareto_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+               x: str, y: str, include_unfit: bool, fmt: str | None, as_json: bool,
+               output: str | None) -> None:
     """Pareto front of tokens/s per GPU against tokens/s per user over the grid given with
     -a (e.g. -a batch_size=1,8,64,256 -a draft_depth=0,1,2)."""
-    hw, kw = _engine_kwargs(hardware, axes, draft_model)
+    from . import questions as q
+    from .engine import evaluate
+
+    fmt = chosen_format(fmt, as_json)
+    hw, kw = _engine_kwargs(model, hardware, axes, draft_model)
     ds = evaluate(model, hw, **kw)
     front = q.pareto_front(ds, x=x, y=y, only_fitting=not include_unfit)
     dims = [d for d in ds.dims]
     df = front[[c for c in dims if c in front] + [x, y]]
     df.attrs = dict(front.attrs)
-    _emit(df, as_json, f"{_title(ds)}: {front.attrs.get('pareto', '')}")
+    _emit(df, fmt, f"{_title(model, hw)}: {front.attrs.get('pareto', '')}", output=output)
 
 
 @click.command("tornado")
 @_engine_options
-@click.option("--range", "-r", "ranges", multiple=True, metavar="NAME=LOW:HIGH",
-              help="A lever or assumption and its range (repeat), e.g. -r acceptance_rate=0.6:0.9 "
-                   "-r usd_per_kwh=0.05:0.15 -r kv_precision=bf16:fp8.")
+@click.option("--range", "-r", "ranges", multiple=True, type=g.DistributionParam(False),
+              callback=g.collect_axes,
+              help="A lever or assumption and its low and high values (repeat), e.g. "
+                   "-r acceptance_rate=0.6,0.9 -r usd_per_kwh=0.05,0.15 -r kv_precision=bf16,fp8.")
 @click.option("--metric", "metrics", multiple=True,
               help="Result variable (repeat); default usd_per_mtok_blended and, with --price, "
                    "gross_margin_frac.")
 @_economics_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def tornado_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                ranges: Sequence[str], metrics: Sequence[str], as_json: bool, **options: Any) -> None:
+@_table_options
+def tornado_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+                ranges: dict, metrics: Sequence[str], fmt: str | None, as_json: bool,
+                output: str | None, **options: Any) -> None:
     """One-at-a-time sensitivity of $/M tokens and margin, sorted by swing."""
+    from . import questions as q
+
+    fmt = chosen_format(fmt, as_json)
+    if not ranges:
+        raise SpecError("give at least one --range NAME=LOW,HIGH")
     econ, _ = _split_economics(options)
-    hw, kw = _engine_kwargs(hardware, axes, draft_model, single=True)
-    df = q.tornado(model, hw, _ranges(ranges, 2), metrics=list(metrics) or None, **econ, **kw)
+    hw, kw = _engine_kwargs(model, hardware, axes, draft_model, single=True)
+    df = q.tornado(model, hw, ranges, metrics=list(metrics) or None, **econ, **kw)
     base = df.attrs["base"]
-    _emit(df, as_json,
+    _emit(df, fmt,
           f"{df.attrs['model']} on {df.attrs['hardware']} ({df.attrs['cost_basis']} cost"
           f"{', price ' + df.attrs['price'] if df.attrs['price'] else ''}); at the operating "
-          f"point: " + ", ".join(f"{k} = {v:.4g}" for k, v in base.items()))
+          f"point: " + ", ".join(f"{k} = {v:.4g}" for k, v in base.items()), output=output)
 
 
 @click.command("montecarlo")
 @_engine_options
-@click.option("--range", "-r", "ranges", multiple=True, metavar="NAME=LOW:HIGH[:...]",
-              help="Uniform NAME=LOW:HIGH or triangular NAME=LOW:MODE:HIGH (repeat).")
-@click.option("--n", "n", type=click.INT, default=1000, show_default=True, help="Samples.")
+@click.option("--range", "-r", "ranges", multiple=True, type=g.DistributionParam(True),
+              callback=g.collect_axes,
+              help="Uniform NAME=LOW,HIGH or triangular NAME=tri:LOW:MODE:HIGH (repeat).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Samples.")
 @click.option("--seed", type=click.INT, default=0, show_default=True, help="Random seed.")
 @click.option("--method", type=click.Choice(["lhs", "random"]), default="lhs", show_default=True,
               help="Latin hypercube or plain random sampling.")
@@ -392,19 +461,25 @@ def tornado_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_
               help="Result variable (repeat); default $/M output, $/M blended and, with "
                    "--price, gross_margin_frac.")
 @_economics_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def montecarlo_cmd(model: str, hardware: Sequence[str], axes: Sequence[str], draft_model: str | None,
-                   ranges: Sequence[str], n: int, seed: int, method: str, metrics: Sequence[str],
-                   as_json: bool, **options: Any) -> None:
+@_table_options
+def montecarlo_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str | None,
+                   ranges: dict, n: int, seed: int, method: str, metrics: Sequence[str],
+                   fmt: str | None, as_json: bool, output: str | None, **options: Any) -> None:
     """Distribution (percentiles) of $/M tokens and margin over assumption ranges."""
+    from . import questions as q
+
+    fmt = chosen_format(fmt, as_json)
+    if not ranges:
+        raise SpecError("give at least one --range NAME=LOW,HIGH or NAME=tri:LOW:MODE:HIGH")
     econ, _ = _split_economics(options)
-    hw, kw = _engine_kwargs(hardware, axes, draft_model, single=True)
-    res = q.monte_carlo(model, hw, _ranges(ranges, 3), n=n, seed=seed, method=method,
+    hw, kw = _engine_kwargs(model, hardware, axes, draft_model, single=True)
+    res = q.monte_carlo(model, hw, ranges, n=n, seed=seed, method=method,
                         metrics=list(metrics) or None, **econ, **kw)
     df = res.summary.reset_index()
     df.attrs = dict(res.summary.attrs)
-    _emit(df, as_json, f"{df.attrs['model']} on {df.attrs['hardware']}: {n} samples ({method}, "
-                       f"seed {seed}) of {df.attrs['ranges']}; statistics over samples that fit")
+    _emit(df, fmt, f"{df.attrs['model']} on {df.attrs['hardware']}: {n} samples ({method}, "
+                   f"seed {seed}) of {df.attrs['ranges']}; statistics over samples that fit",
+          output=output)
 
 
 COMMANDS = (best_draft_cmd, max_batch_cmd, cheapest_cmd, pareto_cmd, tornado_cmd, montecarlo_cmd)

@@ -39,36 +39,12 @@ from .errors import SpecError
 from .units import PRECISIONS
 
 # --------------------------------------------------------------------------------------------
-# documented bounds (docs/schema/README.md)
+# documented bounds (docs/schema/README.md): defined in bounds.py, importable without pydantic
 # --------------------------------------------------------------------------------------------
 
-#: GPUs in one parallel group (tp, dp, ep, a deployment unit): 2^16, 900x the largest
-#: published serving instance (DeepSeek's 144-GPU decode unit; NVL576 racks).
-MAX_GPUS = 65_536
-#: Tokens of one prompt, output, system prompt or context: 10^7 (Llama 4 Scout's 10M window).
-MAX_TOKENS = 10_000_000
-#: Requests of one synthetic workload: 10^7. Measured on configs/factory.toml's mix: 10^6
-#: requests generate in 1.5 s into 63 MB of trace arrays (477 MB peak RSS with imports), so
-#: the bound keeps a trace under ~1 GB; 10^12 requests raised MemoryError.
-MAX_REQUESTS = 10_000_000
-#: Distinct system prompts of one workload class.
-MAX_SYSTEM_PROMPTS = 1_000_000
-#: Mean turns per conversation.
-MAX_TURNS_MEAN = 1_000.0
-#: Sequences per GPU in a decode batch (a config cap).
-MAX_BATCH_PER_GPU = 65_536
-#: Sequences (or prompts) per data-parallel rank on an engine axis: 10^6.
-MAX_BATCH = 1_000_000
-#: Request arrival rate, per second.
-MAX_RATE_PER_S = 1e7
-#: Output tokens per day of a scenario: 10^15, 6,000x DeepSeek's published 168 B (DS_DAY6).
-MAX_TOKENS_PER_DAY = 1e15
-#: Trace timestamps, milliseconds from the trace start: 10^11 ms = 3.2 years.
-MAX_TRACE_MS = 1e11
-#: Points of one sweep unless ``--max-points`` raises it (a 10^8-point float64 variable is 0.8 GB).
-MAX_SWEEP_POINTS = 100_000_000
-#: Any price in US dollars (per GPU, per GPU-hour, per million tokens).
-MAX_USD = 1e9
+from .bounds import (MAX_BATCH, MAX_BATCH_PER_GPU, MAX_GPUS, MAX_RATE_PER_S,  # noqa: E402,F401
+                     MAX_REQUESTS, MAX_SWEEP_POINTS, MAX_SYSTEM_PROMPTS, MAX_TOKENS,
+                     MAX_TOKENS_PER_DAY, MAX_TRACE_MS, MAX_TURNS_MEAN, MAX_USD)
 
 
 # --------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from .economics import CostModel, add_economics
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
 from . import schema as schemas
 from ._io import atomic_output
+from .grammar import MAX_AXIS_LENGTH, parse_values, scalar as _scalar  # noqa: F401
 from .errors import SpecError
 from .realism import Realism, load_realism
 from .specs import _read_toml, data_dir, load_hardware, load_model
@@ -70,13 +71,9 @@ SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
 FORMATS: dict[str, str] = {".nc": "netCDF4", ".zarr": "Zarr folder", ".csv": "CSV",
                            ".parquet": "Parquet"}
 COST_BASES = ("rental", "capex", "tco")
-#: The longest axis a specification may expand to.
-MAX_AXIS_LENGTH = 10_000_000
 #: Points per block when the command line chunks a sweep on its own.
 DEFAULT_CHUNK_POINTS = 1_000_000
 
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-_INT = re.compile(r"^[+-]?\d+$")
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,135 +149,6 @@ def _check_axis_name(name: str, where: str, allow_lists: bool = True) -> None:
 # --------------------------------------------------------------------------------------------
 # parsing axis specifications
 # --------------------------------------------------------------------------------------------
-
-
-def _scalar(token: str) -> Any:
-    """'4' -> 4, '0.5' -> 0.5, 'bf16' -> 'bf16'."""
-    t = token.strip()
-    if _INT.match(t):
-        return int(t)
-    if _NUMBER.match(t):
-        return float(t)
-    return t
-
-
-def _number(token: str, where: str) -> float:
-    v = _scalar(token)
-    if isinstance(v, str):
-        raise SpecError(f"{where}: {token.strip()!r} is not a number")
-    return v
-
-
-def _count(token: str, where: str) -> int:
-    t = token.strip()
-    if not _INT.match(t):
-        raise SpecError(f"{where}: the number of points {t!r} must be a whole number")
-    n = int(t)
-    if n < 1:
-        raise SpecError(f"{where}: empty range ({n} points); give at least 1")
-    if n > MAX_AXIS_LENGTH:
-        raise SpecError(f"{where}: {n} points is more than {MAX_AXIS_LENGTH:,} on one axis")
-    return n
-
-
-def _tidy(values: np.ndarray, integral: bool) -> tuple:
-    """Python numbers rounded to 12 significant digits (0.3, not 0.30000000000000004):
-    ints where every input was whole and every value is, else floats."""
-    clean = np.array([float(f"{v:.12g}") for v in np.asarray(values, dtype=float)])
-    if integral and np.all(clean == np.round(clean)):
-        return tuple(int(v) for v in np.round(clean))
-    return tuple(float(v) for v in clean)
-
-
-def _continue(a: list[float], z: float, kind: str) -> np.ndarray | None:
-    """The progression of ``kind`` through the terms ``a`` continued to ``z``; None if the
-    terms are not such a progression or it does not land on ``z``."""
-    if kind == "arithmetic":
-        diffs = np.diff(a)
-        if diffs[0] == 0 or not np.allclose(diffs, diffs[0], rtol=1e-9, atol=0):
-            return None
-        n = (z - a[0]) / diffs[0]
-        base = a[0] + diffs[0] * np.arange(max(round(n), 0) + 1)
-    else:
-        if any(x == 0 for x in a) or z == 0:
-            return None
-        ratios = np.array(a[1:]) / np.array(a[:-1])
-        r = ratios[0]
-        if r <= 0 or r == 1 or not np.allclose(ratios, r, rtol=1e-9) or z / a[0] <= 0:
-            return None
-        n = math.log(z / a[0]) / math.log(r)
-        base = a[0] * r ** np.arange(max(round(n), 0) + 1, dtype=float)
-    if n < 0 or not math.isclose(n, round(n), rel_tol=1e-9, abs_tol=1e-9) \
-            or round(n) + 1 > MAX_AXIS_LENGTH:
-        return None
-    base[-1] = z
-    return base
-
-
-def _progression(terms: list[str], last: str, where: str) -> tuple:
-    """'1,2,4,...,1024': continue an arithmetic or geometric progression to the last value."""
-    if len(terms) < 2:
-        raise SpecError(f"{where}: '...' needs at least two values before it to set the step")
-    a = [_number(t, where) for t in terms]
-    z = _number(last, where)
-    integral = all(isinstance(x, int) for x in a) and isinstance(z, int)
-    found = {k: v for k in ("arithmetic", "geometric") if (v := _continue(a, z, k)) is not None}
-    if len(found) == 2 and len(a) == 2:
-        raise SpecError(f"{where}: {a[0]:g},{a[1]:g},...,{z:g} is ambiguous (step or ratio); "
-                        f"give a third value, e.g. {a[0]:g},{a[1]:g},{2 * a[1] - a[0]:g},... "
-                        f"or {a[0]:g},{a[1]:g},{a[1] * a[1] / a[0]:g},...")
-    if not found:
-        raise SpecError(f"{where}: {', '.join(terms)}, ... is not an arithmetic or geometric "
-                        f"progression that reaches {z:g} (empty range or a wrong last value)")
-    values = next(iter(found.values()))
-    return _tidy(values, integral)
-
-
-def parse_values(spec: str, where: str = "axis") -> tuple:
-    """Values of one axis specification (see the module docstring for the forms)."""
-    text = spec.strip()
-    if not text:
-        raise SpecError(f"{where}: empty range (no values); give e.g. 1,2,4 or 0:0.9:10 or 0..4")
-    if text.startswith("geom:"):
-        parts = text.split(":")
-        if len(parts) != 4:
-            raise SpecError(f"{where}: {text!r} must be geom:START:STOP:N")
-        lo, hi, n = _number(parts[1], where), _number(parts[2], where), _count(parts[3], where)
-        if lo <= 0 or hi <= 0:
-            raise SpecError(f"{where}: geometric range {text!r} needs START and STOP > 0")
-        vals = np.geomspace(lo, hi, n)
-        vals[0], vals[-1] = lo, hi
-        return _tidy(vals, isinstance(lo, int) and isinstance(hi, int))
-    if ":" in text and "," not in text:
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise SpecError(f"{where}: {text!r} must be START:STOP:N (N points, both ends "
-                            "included) or geom:START:STOP:N")
-        lo, hi, n = _number(parts[0], where), _number(parts[1], where), _count(parts[2], where)
-        return _tidy(np.linspace(lo, hi, n), integral=False)
-    if ".." in text and "," not in text and "..." not in text:
-        parts = text.split("..")
-        if len(parts) not in (2, 3) or not all(_INT.match(p.strip()) for p in parts):
-            raise SpecError(f"{where}: {text!r} must be A..B or A..B..STEP with whole numbers")
-        a, b = int(parts[0]), int(parts[1])
-        step = int(parts[2]) if len(parts) == 3 else 1
-        if step <= 0:
-            raise SpecError(f"{where}: step {step} of {text!r} must be a positive whole number")
-        if b < a:
-            raise SpecError(f"{where}: empty range {text!r} ({b} < {a})")
-        if (b - a) // step + 1 > MAX_AXIS_LENGTH:
-            raise SpecError(f"{where}: {text!r} is more than {MAX_AXIS_LENGTH:,} points")
-        return tuple(range(a, b + 1, step))
-    tokens = [t.strip() for t in text.split(",")]
-    if any(not t for t in tokens):
-        raise SpecError(f"{where}: {text!r} has an empty value between commas")
-    if "..." in tokens:
-        i = tokens.index("...")
-        if tokens.count("...") != 1 or i != len(tokens) - 2:
-            raise SpecError(f"{where}: '...' must come once, just before the last value "
-                            "(e.g. 1,2,4,...,1024)")
-        return _progression(tokens[:i], tokens[-1], where)
-    return tuple(_scalar(t) for t in tokens)
 
 
 def _coerce(name: str, values: Sequence, where: str) -> tuple:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import xarray as xr
@@ -23,39 +23,13 @@ import xarray as xr
 from .. import __version__
 from ..errors import SpecError
 from ..realism import Realism, load_realism
-from ..schema import MAX_BATCH, MAX_TOKENS
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .block import RESOURCES, evaluate_block, op_table
 from .geometry import validate_struct
-
-Overlap = Literal["none", "two-batch"]
-CacheTier = Literal["hbm", "dram", "nvme"]
-
-#: Numeric axes: broadcast through the kernels. name -> (default, unit, lower, upper, integer).
-#: Upper bounds (schema.MAX_TOKENS, MAX_BATCH) keep every value finite and far above any
-#: deployment (an unbounded kv_len of 1e300 overflowed to NaN).
-NUMERIC_AXES: dict[str, tuple[float, str, float, float, bool]] = {
-    "batch_size": (1, "sequences per DP rank", 1, MAX_BATCH, False),
-    "kv_len": (1024, "tokens of decode context", 1, MAX_TOKENS, False),
-    "prompt_len": (1024, "prompt tokens", 1, MAX_TOKENS, False),
-    "prefill_batch_size": (1, "prompts per DP rank per pass", 1, MAX_BATCH, False),
-    "draft_depth": (0, "draft tokens per step", 0, 64, True),
-    "acceptance_rate": (0.8, "fraction per position", 0.0, 1.0, False),
-    "cache_hit_rate": (0.0, "fraction of input tokens", 0.0, 1.0, False),
-    "final_len": (0, "tokens reserved per sequence (input + output); 0 = kv_len", 0,
-                  MAX_TOKENS, False),
-}
-
-#: Structural axes: one vectorized block per combination. name -> default
-STRUCT_AXES: dict[str, Any] = {
-    "tp": 1, "dp": 1, "ep": 1, "redundant_experts": 0, "expert_skew": None, "context_cv": None,
-    "weight_precision": None, "moe_precision": None, "kv_precision": "bf16",
-    "attention_precision": "bf16", "dispatch_precision": "fp8", "combine_precision": "bf16",
-    "overlap": "none", "cache_tier": "dram",
-}
+from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap  # noqa: F401 (re-exported)
 
 
-
+# --------------------------------------------------------------------------------------------
 # public entry point
 # --------------------------------------------------------------------------------------------
 

@@ -1,0 +1,437 @@
+"""One option grammar for every command: axis values, ranges, durations, shapes.
+
+Every command that takes an engine axis (``--axis NAME=VALUES``, ``--set``, ``--range``,
+``--parallelism``) or a duration (``--tpot 50ms``) parses it here, through the click parameter
+types at the bottom, so one spelling means one thing everywhere:
+
+=======================  =========================================================
+``1,2,4``                the listed values
+``1,2,4,...,1024``       an arithmetic or geometric progression continued to the last
+                         value (the step or ratio comes from the terms before ``...``)
+``0:0.95:20``            ``numpy.linspace(0, 0.95, 20)``: ``n`` points, both ends included
+``geom:1:1024:11``       ``numpy.geomspace(1, 1024, 11)``
+``0..4`` / ``0..64..8``  integers from a to b inclusive (optional step)
+``bf16,fp8``             names (hardware, models, precisions, overlap, cache tier)
+``50ms`` / ``2s``        a duration (``us``, ``ms``, ``s``, ``min``)
+=======================  =========================================================
+
+Values are checked against the axis table of :mod:`inference_factory.axes` before anything
+runs: unknown names, values outside an axis's domain, fractional values of whole-number axes
+(batch sizes, draft depth, parallel degrees), unknown precisions, and an axis given twice are
+one-line errors naming the option. This module imports neither numpy nor xarray at import
+time, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+import click
+
+from .axes import (CACHE_TIERS, NUMERIC_AXES, OVERLAPS, PRECISION_AXES, STRUCT_AXES,
+                   STRUCT_NUMBERS, WHOLE_AXES)
+from .errors import SpecError
+
+#: The longest axis a specification may expand to.
+MAX_AXIS_LENGTH = 10_000_000
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+# --------------------------------------------------------------------------------------------
+# values and ranges
+# --------------------------------------------------------------------------------------------
+
+
+def scalar(token: str) -> Any:
+    """'4' -> 4, '0.5' -> 0.5, 'bf16' -> 'bf16'."""
+    t = token.strip()
+    if _INT.match(t):
+        return int(t)
+    if _NUMBER.match(t):
+        return float(t)
+    return t
+
+
+def _number(token: str, where: str) -> float:
+    v = scalar(token)
+    if isinstance(v, str):
+        raise SpecError(f"{where}: {token.strip()!r} is not a number")
+    return v
+
+
+def _count(token: str, where: str) -> int:
+    t = token.strip()
+    if not _INT.match(t):
+        raise SpecError(f"{where}: the number of points {t!r} must be a whole number")
+    n = int(t)
+    if n < 1:
+        raise SpecError(f"{where}: empty range ({n} points); give at least 1")
+    if n > MAX_AXIS_LENGTH:
+        raise SpecError(f"{where}: {n} points is more than {MAX_AXIS_LENGTH:,} on one axis")
+    return n
+
+
+def _tidy(values: "np.ndarray", integral: bool) -> tuple:
+    """Python numbers rounded to 12 significant digits (0.3, not 0.30000000000000004):
+    ints where every input was whole and every value is, else floats."""
+    import numpy as np
+
+    clean = np.array([float(f"{v:.12g}") for v in np.asarray(values, dtype=float)])
+    if integral and np.all(clean == np.round(clean)):
+        return tuple(int(v) for v in np.round(clean))
+    return tuple(float(v) for v in clean)
+
+
+def _continue(a: list[float], z: float, kind: str) -> "np.ndarray | None":
+    """The progression of ``kind`` through the terms ``a`` continued to ``z``; None if the
+    terms are not such a progression or it does not land on ``z``."""
+    import numpy as np
+
+    if kind == "arithmetic":
+        diffs = np.diff(a)
+        if diffs[0] == 0 or not np.allclose(diffs, diffs[0], rtol=1e-9, atol=0):
+            return None
+        n = (z - a[0]) / diffs[0]
+        base = a[0] + diffs[0] * np.arange(max(round(n), 0) + 1)
+    else:
+        if any(x == 0 for x in a) or z == 0:
+            return None
+        ratios = np.array(a[1:]) / np.array(a[:-1])
+        r = ratios[0]
+        if r <= 0 or r == 1 or not np.allclose(ratios, r, rtol=1e-9) or z / a[0] <= 0:
+            return None
+        n = math.log(z / a[0]) / math.log(r)
+        base = a[0] * r ** np.arange(max(round(n), 0) + 1, dtype=float)
+    if n < 0 or not math.isclose(n, round(n), rel_tol=1e-9, abs_tol=1e-9) \
+            or round(n) + 1 > MAX_AXIS_LENGTH:
+        return None
+    base[-1] = z
+    return base
+
+
+def _progression(terms: list[str], last: str, where: str) -> tuple:
+    """'1,2,4,...,1024': continue an arithmetic or geometric progression to the last value."""
+    if len(terms) < 2:
+        raise SpecError(f"{where}: '...' needs at least two values before it to set the step")
+    a = [_number(t, where) for t in terms]
+    z = _number(last, where)
+    integral = all(isinstance(x, int) for x in a) and isinstance(z, int)
+    found = {k: v for k in ("arithmetic", "geometric") if (v := _continue(a, z, k)) is not None}
+    if len(found) == 2 and len(a) == 2:
+        raise SpecError(f"{where}: {a[0]:g},{a[1]:g},...,{z:g} is ambiguous (step or ratio); "
+                        f"give a third value, e.g. {a[0]:g},{a[1]:g},{2 * a[1] - a[0]:g},... "
+                        f"or {a[0]:g},{a[1]:g},{a[1] * a[1] / a[0]:g},...")
+    if not found:
+        raise SpecError(f"{where}: {', '.join(terms)}, ... is not an arithmetic or geometric "
+                        f"progression that reaches {z:g} (empty range or a wrong last value)")
+    values = next(iter(found.values()))
+    return _tidy(values, integral)
+
+
+def parse_values(spec: str, where: str = "axis") -> tuple:
+    """Values of one axis specification (see the module docstring for the forms)."""
+    import numpy as np
+
+    text = spec.strip()
+    if not text:
+        raise SpecError(f"{where}: empty range (no values); give e.g. 1,2,4 or 0:0.9:10 or 0..4")
+    if text.startswith("geom:"):
+        parts = text.split(":")
+        if len(parts) != 4:
+            raise SpecError(f"{where}: {text!r} must be geom:START:STOP:N")
+        lo, hi, n = _number(parts[1], where), _number(parts[2], where), _count(parts[3], where)
+        if lo <= 0 or hi <= 0:
+            raise SpecError(f"{where}: geometric range {text!r} needs START and STOP > 0")
+        vals = np.geomspace(lo, hi, n)
+        vals[0], vals[-1] = lo, hi
+        return _tidy(vals, isinstance(lo, int) and isinstance(hi, int))
+    if ":" in text and "," not in text:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise SpecError(f"{where}: {text!r} must be START:STOP:N (N points, both ends "
+                            "included) or geom:START:STOP:N")
+        lo, hi, n = _number(parts[0], where), _number(parts[1], where), _count(parts[2], where)
+        return _tidy(np.linspace(lo, hi, n), integral=False)
+    if ".." in text and "," not in text and "..." not in text:
+        parts = text.split("..")
+        if len(parts) not in (2, 3) or not all(_INT.match(p.strip()) for p in parts):
+            raise SpecError(f"{where}: {text!r} must be A..B or A..B..STEP with whole numbers")
+        a, b = int(parts[0]), int(parts[1])
+        step = int(parts[2]) if len(parts) == 3 else 1
+        if step <= 0:
+            raise SpecError(f"{where}: step {step} of {text!r} must be a positive whole number")
+        if b < a:
+            raise SpecError(f"{where}: empty range {text!r} ({b} < {a})")
+        if (b - a) // step + 1 > MAX_AXIS_LENGTH:
+            raise SpecError(f"{where}: {text!r} is more than {MAX_AXIS_LENGTH:,} points")
+        return tuple(range(a, b + 1, step))
+    tokens = [t.strip() for t in text.split(",")]
+    if any(not t for t in tokens):
+        raise SpecError(f"{where}: {text!r} has an empty value between commas")
+    if "..." in tokens:
+        i = tokens.index("...")
+        if tokens.count("...") != 1 or i != len(tokens) - 2:
+            raise SpecError(f"{where}: '...' must come once, just before the last value "
+                            "(e.g. 1,2,4,...,1024)")
+        return _progression(tokens[:i], tokens[-1], where)
+    return tuple(scalar(t) for t in tokens)
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# checking an axis's values
+# --------------------------------------------------------------------------------------------
+
+#: Every name an ``--axis`` may take (model and hardware are lists of names).
+ENGINE_AXES: tuple[str, ...] = (*STRUCT_AXES, *NUMERIC_AXES)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
+    """The values of axis ``name`` if each lies in the axis's domain, else a one-line
+    SpecError: numbers in range (finite), whole numbers on whole-number axes, precisions among
+    :data:`inference_factory.units.PRECISIONS`, each value once. Whole-number axes come back
+    as ints, other numeric axes as floats."""
+    from .units import PRECISIONS
+
+    out: list[Any] = []
+    for v in values:
+        if name in NUMERIC_AXES or name in STRUCT_NUMBERS:
+            if name in NUMERIC_AXES:
+                _, unit, lo, hi, whole = NUMERIC_AXES[name]
+            else:
+                (lo, hi), unit, whole = STRUCT_NUMBERS[name], "", False
+            whole = whole or name in WHOLE_AXES
+            if not _is_number(v):
+                raise SpecError(f"{where}: {name} = {v!r} must be a number"
+                                + (f" ({unit})" if unit else ""))
+            if not math.isfinite(v):
+                raise SpecError(f"{where}: {name} = {v!r} must be a finite number")
+            top_open = name == "cache_hit_rate"
+            if v < lo or v > hi or (top_open and v >= hi):
+                top = f"{hi:g})" if top_open else (f"{hi:g}]" if math.isfinite(hi) else "inf)")
+                raise SpecError(f"{where}: {name} = {v:g} is out of range; allowed "
+                                f"[{lo:g}, {top}" + (f" ({unit})" if unit else ""))
+            if whole:
+                if float(v) != int(v):
+                    raise SpecError(f"{where}: {name} = {v:g} must be a whole number")
+                v = int(v)
+            elif name in NUMERIC_AXES:
+                v = float(v)
+        elif name in PRECISION_AXES:
+            if v not in PRECISIONS:
+                raise SpecError(f"{where}: {name} = {v!r} is not a precision; allowed: "
+                                f"{list(PRECISIONS)}")
+        elif name == "overlap":
+            if v not in OVERLAPS:
+                raise SpecError(f"{where}: overlap = {v!r} is not one of {list(OVERLAPS)}")
+        elif name == "cache_tier":
+            if v not in CACHE_TIERS:
+                raise SpecError(f"{where}: cache_tier = {v!r} is not one of {list(CACHE_TIERS)}")
+        if v in out:
+            raise SpecError(f"{where}: {name} lists {v!r} twice; give each value once")
+        out.append(v)
+    return tuple(out)
+
+
+def parse_assignment(text: str, where: str, *, allowed: Iterable[str] = ENGINE_AXES,
+                     lists: bool = True) -> tuple[str, tuple]:
+    """``"batch_size=1,2,4,...,64"`` -> ``("batch_size", (1, 2, 4, 8, 16, 32, 64))``, checked."""
+    allowed = tuple(allowed)
+    if "=" not in text:
+        raise SpecError(f"{where} {text!r}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,256")
+    name, spec = (s.strip() for s in text.split("=", 1))
+    name = name.replace("-", "_")
+    if name not in allowed:
+        raise SpecError(f"{where} {text!r}: unknown axis {name!r}; allowed: {list(allowed)}")
+    values = parse_values(spec, f"{where} {text}")
+    if not lists and len(values) != 1:
+        raise SpecError(f"{where} {text!r}: give one value (this option does not take lists)")
+    return name, check_values(name, values, f"{where} {text}")
+
+
+# --------------------------------------------------------------------------------------------
+# durations
+# --------------------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zµ]*)\s*$")
+#: Seconds per unit of a duration.
+DURATION_UNITS: dict[str, float] = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+
+
+def parse_duration(text: str, where: str, *, bare_unit: str | None = None) -> float:
+    """``"50ms"`` -> 0.05 (seconds); ``"2s"`` -> 2.0. A bare number is read in ``bare_unit``
+    (the option's historical unit) or refused when there is none. Must be positive."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise SpecError(f"{where} {text!r}: expected a duration such as 50ms or 2s "
+                        f"(units: {', '.join(DURATION_UNITS)})")
+    value, unit = float(m.group(1)), m.group(2) or bare_unit
+    if unit is None:
+        raise SpecError(f"{where} {text!r}: give a unit, e.g. {text}ms or {text}s")
+    if unit not in DURATION_UNITS:
+        raise SpecError(f"{where} {text!r}: unknown unit {unit!r}; allowed: "
+                        f"{', '.join(DURATION_UNITS)}")
+    seconds = value * DURATION_UNITS[unit]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SpecError(f"{where} {text!r}: must be a positive duration")
+    return seconds
+
+
+# --------------------------------------------------------------------------------------------
+# click parameter types: the one grammar on every command
+# --------------------------------------------------------------------------------------------
+
+
+def _opt(param: click.Parameter | None) -> str:
+    if param is None:
+        return "value"
+    names = sorted(getattr(param, "opts", []) or [param.name or "value"], key=len)
+    return names[-1]
+
+
+class AxisParam(click.ParamType):
+    """``NAME=VALUES`` in the range grammar, checked against the axis table.
+
+    Converts to ``(name, values)``; ``lists=False`` (``--set``) converts to ``(name, value)``.
+    Use with ``multiple=True`` and :func:`collect_axes` as the callback, which refuses an
+    axis given twice.
+    """
+
+    name = "NAME=VALUES"
+
+    def __init__(self, allowed: Iterable[str] = ENGINE_AXES, lists: bool = True):
+        self.allowed = tuple(allowed)
+        self.lists = lists
+        if not lists:
+            self.name = "NAME=VALUE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            name, values = parse_assignment(value, _opt(param), allowed=self.allowed,
+                                            lists=self.lists)
+        except SpecError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"{_opt(param)} "), ctx, param) from None
+        return (name, values) if self.lists else (name, values[0])
+
+
+def collect_axes(ctx, param, value) -> dict[str, Any]:
+    """Callback: the ``(name, values)`` pairs of a repeated option as a dict; an axis given
+    twice is a usage error."""
+    out: dict[str, Any] = {}
+    for name, values in value or ():
+        if name in out:
+            raise click.BadParameter(f"{name} is given twice; give each axis once", ctx, param)
+        out[name] = values
+    return out
+
+
+def refuse_clashes(axes: Mapping[str, Any], option: str = "--axis", **given: Any) -> None:
+    """An axis set both through ``option`` and its own option (``--batch-size``) is an error."""
+    for name, value in given.items():
+        if value is not None and name in axes:
+            raise SpecError(f"{name} is given twice: {option} {name}=... and "
+                            f"--{name.replace('_', '-')}; give it once")
+
+
+class DurationParam(click.ParamType):
+    """A positive duration with a unit (``50ms``, ``2s``) -> seconds. ``bare_unit`` reads a bare
+    number in that unit (for options that historically took plain milliseconds)."""
+
+    name = "DURATION"
+
+    def __init__(self, bare_unit: str | None = None):
+        self.bare_unit = bare_unit
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value, _opt(param), bare_unit=self.bare_unit)
+        except SpecError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"{_opt(param)} "), ctx, param) from None
+
+
+#: Keys of one parallelism shape.
+SHAPE_KEYS = ("tp", "dp", "ep", "redundant_experts")
+
+
+class ShapeParam(click.ParamType):
+    """One instance shape: ``tp=8`` or ``dp=8,ep=8`` -> ``{"dp": 8, "ep": 8}`` (whole numbers)."""
+
+    name = "tp=8|dp=8,ep=8"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        out: dict[str, int] = {}
+        for part in str(value).split(","):
+            try:
+                if "=" not in part:
+                    raise SpecError(f"{value!r}: expected NAME=N[,NAME=N...] with NAME in "
+                                    f"{list(SHAPE_KEYS)}, e.g. dp=8,ep=8")
+                name, (v,) = parse_assignment(part, "", allowed=SHAPE_KEYS, lists=False)
+            except SpecError as exc:
+                raise click.BadParameter(str(exc).strip(), ctx, param) from None
+            if name in out:
+                raise click.BadParameter(f"{value!r}: {name} is given twice", ctx, param)
+            out[name] = v
+        return out
+
+
+class DistributionParam(click.ParamType):
+    """A lever's range for ``tornado`` (``NAME=LOW,HIGH``) or a distribution for
+    ``montecarlo`` (``NAME=LOW,HIGH`` uniform, ``NAME=tri:LOW:MODE:HIGH`` triangular).
+
+    The values follow the shared grammar (``kv_precision=bf16,fp8`` is two values);
+    ``a:b:c`` means START:STOP:N points everywhere, so it is refused here with a hint.
+    Converts to ``(name, tuple)``: (low, high) or (low, mode, high).
+    """
+
+    def __init__(self, triangular: bool):
+        self.triangular = triangular
+        self.name = "NAME=LOW,HIGH" + ("|NAME=tri:LOW:MODE:HIGH" if triangular else "")
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        form = self.name.replace("|", " or ")
+        try:
+            if "=" not in value:
+                raise SpecError(f"{value!r}: expected {form}")
+            name, spec = (s.strip() for s in value.split("=", 1))
+            name = name.replace("-", "_")
+            if not name:
+                raise SpecError(f"{value!r}: expected {form}")
+            if spec.startswith("tri:") and self.triangular:
+                parts = spec[4:].split(":")
+                if len(parts) != 3:
+                    raise SpecError(f"{value!r}: a triangular distribution is tri:LOW:MODE:HIGH")
+                return name, tuple(number(p, value) for p in parts)
+            if ":" in spec:
+                hint = (" or tri:LOW:MODE:HIGH" if self.triangular else "")
+                raise SpecError(f"{value!r}: a:b:c means START:STOP:N points in every command; "
+                                f"write the range as {name}=LOW,HIGH{hint}")
+            values = parse_values(spec, value)
+            if len(values) != 2:
+                raise SpecError(f"{value!r}: give two values, LOW,HIGH (got {len(values)})")
+            if name in ENGINE_AXES:
+                values = check_values(name, values, value)
+            return name, values
+        except SpecError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def number(token: str, where: str) -> float:
+    """A number token, else a one-line SpecError naming ``where``."""
+    return _number(token, where)

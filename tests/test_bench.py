@@ -1,0 +1,164 @@
+"""The analyst's bench (issue 10): one option grammar on every command, the former CLI
+defects, tables through one renderer.
+
+Each former defect has a regression test: ``best-draft`` with ``-a batch_size`` and
+``--batch-size`` (was a TypeError traceback), ``max-batch``'s header (was ``? on ?``),
+``cheapest`` errors naming CLI options (were Python function names and keyword dicts).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from inference_factory import grammar as g
+from inference_factory.cli import cli
+from inference_factory.errors import SpecError
+from inference_factory.tables import format_number, render
+
+from cli_helpers import fails, ok
+
+DS = "DeepSeek-V3"
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="inference-factory")
+
+
+# --------------------------------------------------------------------------------------------
+# the grammar
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("batch_size=1,2,4,...,32", ("batch_size", (1, 2, 4, 8, 16, 32))),
+    ("draft_depth=0..3", ("draft_depth", (0, 1, 2, 3))),
+    ("kv_len=geom:1024:4096:3", ("kv_len", (1024.0, 2048.0, 4096.0))),
+    ("acceptance_rate=0.6:0.8:3", ("acceptance_rate", (0.6, 0.7, 0.8))),
+    ("kv_precision=bf16,fp8", ("kv_precision", ("bf16", "fp8"))),
+    ("tp=8", ("tp", (8,))),
+])
+def test_one_grammar_parses_every_form(text, expected):
+    name, values = g.parse_assignment(text, "--axis")
+    assert (name, values) == expected
+    # whole-number axes stay integers; numeric axes are floats
+    assert all(type(v) is type(e) for v, e in zip(values, expected[1]))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("batch_size=2.5", "must be a whole number"),
+    ("tp=-8", "tp = -8 is out of range"),
+    ("kv_precision=fp5", "'fp5' is not a precision"),
+    ("batch_size=1,2,2", "lists 2 twice"),
+    ("acceptance_rate=1.5", "out of range"),
+    ("cache_hit_rate=1", "out of range"),
+    ("overlap=three-batch", "not one of"),
+    ("pp=2", "unknown axis 'pp'"),
+    ("batch_size", "expected NAME=VALUES"),
+])
+def test_grammar_refuses_bad_values_in_one_line(text, message):
+    with pytest.raises(SpecError, match=message):
+        g.parse_assignment(text, "--axis")
+
+
+@pytest.mark.parametrize("text, seconds", [("50ms", 0.05), ("2s", 2.0), ("250us", 250e-6),
+                                           ("1.5 s", 1.5), ("1min", 60.0)])
+def test_durations_take_units(text, seconds):
+    assert g.parse_duration(text, "--tpot") == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text, message", [("50", "give a unit"), ("50h", "unknown unit"),
+                                           ("-5ms", "positive"), ("fast", "expected a duration")])
+def test_bad_durations_are_refused(text, message):
+    with pytest.raises(SpecError, match=message):
+        g.parse_duration(text, "--tpot")
+
+
+@pytest.mark.parametrize("args, message", [
+    # the same axis twice, through -a twice or through -a and its own option
+    (["best-draft", "-a", "batch_size=8", "-a", "batch_size=16"], "batch_size is given twice"),
+    (["best-draft", "-a", "batch_size=8", "--batch-size", "16"], "batch_size is given twice"),
+    (["best-draft", "--batch-size", "1.5,2"], "must be a whole number"),
+    (["max-batch", "-a", "batch_size=8", "--tpot", "50ms"], "max-batch searches it"),
+    (["max-batch", "--tpot", "50", "-a", "dp=8", "-a", "ep=8"], "give a unit"),
+    (["max-batch", "--tpot", "50ms", "--tpot-ms", "50"], "give --tpot once"),
+    # invalid shapes are usage errors (issue 12 item 3), not 'invalid' rows
+    (["cheapest", "-p", "tp=-8"], "tp = -8 is out of range"),
+    (["cheapest", "-p", "tp=3"], "tp = 3 must divide the 128 attention heads"),
+    (["cheapest", "-a", "kv_precision=fp5"], "'fp5' is not a precision"),
+    (["cheapest", "-p", "pp=2"], "unknown axis 'pp'"),
+    (["cheapest", "-p", "dp=8,ep=3"], "ep = 3 must divide"),
+    (["cheapest", "-p", "tp=8", "-a", "tp=4"], "tp is given twice"),
+    (["cheapest", "-a", "kv_len=1024,2048"], "give kv_len one value"),
+    (["tornado", "-r", "acceptance_rate=0.6:0.9"], "write the range as acceptance_rate=LOW,HIGH"),
+    (["montecarlo", "-r", "acceptance_rate=0.6:0.7:0.9"], "tri:LOW:MODE:HIGH"),
+])
+def test_cli_refuses_clashes_and_invalid_shapes_in_one_line(args, message):
+    line = fails(run(*args))
+    assert message in line
+    # errors name CLI options and values, never Python functions or keyword dicts
+    assert "cheapest_meeting_slo" not in line and "max_batch_meeting_slo" not in line
+    assert "{'" not in line
+
+
+def test_former_defect_best_draft_batch_from_axis_is_used():
+    out = json.loads(ok(run("best-draft", "-a", "dp=32", "-a", "ep=32", "-a", "batch_size=8,64",
+                            "--json")))
+    assert [r["batch_size"] for r in out["rows"]] == [8, 64]
+
+
+def test_former_defect_max_batch_header_names_model_and_hardware():
+    text = ok(run("max-batch", "-H", "h800", "-a", "dp=32", "-a", "ep=32", "--tpot", "50ms"))
+    assert text.splitlines()[0].startswith("DeepSeek-V3 on H800-SXM; SLO: tpot_s = 0.05")
+    assert "?" not in text.splitlines()[0]
+
+
+def test_tpot_with_units_equals_old_milliseconds_option():
+    a = json.loads(ok(run("max-batch", "-a", "dp=32", "-a", "ep=32", "--tpot", "0.03s",
+                          "--json")))
+    b = json.loads(ok(run("max-batch", "-a", "dp=32", "-a", "ep=32", "--tpot-ms", "30",
+                          "--json")))
+    assert a["rows"] == b["rows"]
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("x, text", [(17320.4, "17,320"), (1927.0, "1,927"), (52.314, "52.31"),
+                                     (0.20341, "0.2034"), (3, "3"), (float("nan"), "-"),
+                                     (1.5e-5, "0.000015"), (True, "yes")])
+def test_numbers_have_one_format(x, text):
+    assert format_number(x) == text
+
+
+def test_table_formats_agree_and_show_units():
+    import pandas as pd
+
+    df = pd.DataFrame({"batch_size": [1, 256], "tpot_s": [0.0123, 0.05],
+                       "gross_margin_frac": [0.5, 0.25],
+                       "decode_tokens_per_s_per_gpu": [17320.4, 1927.0]})
+    table = render(df, "table")
+    assert "tpot ms" in table and "gross_margin %" in table and "decode tok/s/GPU" in table
+    assert "17,320" in table and "12.3" in table and "50" in table and "e+" not in table
+    md = render(df, "markdown")
+    assert md.splitlines()[1].startswith("|--")
+    csv = render(df, "csv")
+    assert csv.splitlines()[1] == "1,0.0123,0.5,17320.4"   # machine formats keep SI values
+    js = json.loads(render(df, "json"))
+    assert js["rows"][0]["tpot_s"] == 0.0123
+
+
+def test_cheapest_table_fits_a_terminal_and_csv_keeps_every_column(tmp_path):
+    args = ["cheapest", "-H", "B200", "-p", "dp=8,ep=8", "-p", "tp=8", "--tpot", "50ms",
+            "--price", "deepseek-chat-2025-02"]
+    r = CliRunner().invoke(cli, args, terminal_width=160)
+    text = ok(r)
+    assert max(len(line) for line in text.splitlines()) < 300
+    out = tmp_path / "c.csv"
+    ok(run(*args, "--format", "csv", "-o", str(out)))
+    header = out.read_text().splitlines()[0].split(",")
+    assert "usd_per_mtok_blended" in header and "reason" in header
