@@ -109,6 +109,12 @@ def _shape(ds) -> str:
               help="Plot: figure size in inches.")
 @click.option("--dpi", type=click.IntRange(10, 600), default=100, show_default=True,
               help="Plot: pixels per inch (the PNG is size x dpi pixels).")
+@click.option("--logx/--linx", "logx", default=None,
+              help="Plot: log (or linear) x axis (default: log where the values are geometric).")
+@click.option("--logy/--liny", "logy", default=None,
+              help="Plot: log (or linear) y axis of a heatmap (default as --logx).")
+@click.option("--log-color", is_flag=True,
+              help="Plot: log colour scale (heatmap) or log value axis (line plot).")
 @click.option("--chunk-size", type=click.IntRange(min=0), default=None, metavar="N",
               help=f"Evaluate in blocks of at most N points with dask (bounded memory). Default: "
                    f"in memory up to {AUTO_CHUNK_POINTS:,} points, else blocks of "
@@ -125,7 +131,8 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
               axes: tuple[str, ...], settings: tuple[str, ...], draft_model: str | None,
               ideal: bool, price: str | None, cost_basis: str | None, output: str | None,
               plot_path: str | None, x: str | None, y: str | None, var: str | None,
-              facet: str | None, size: str, dpi: int, chunk_size: int | None,
+              facet: str | None, size: str, dpi: int, logx: bool | None, logy: bool | None,
+              log_color: bool, chunk_size: int | None,
               scheduler: str | None, max_points: int, quiet: bool) -> None:
     """Evaluate a grid of named axes; write it (.nc, .zarr, .csv, .parquet) and/or plot it.
 
@@ -149,8 +156,9 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
         if x is None or var is None:
             raise SpecError(f"--plot {plot_path} needs --x DIMENSION and --var VARIABLE "
                             "(and --y for a heatmap)")
-    elif any(v is not None for v in (x, y, var, facet)):
-        raise SpecError("--x, --y, --var and --facet describe a plot: give --plot FILE.png")
+    elif any(v is not None for v in (x, y, var, facet, logx, logy)) or log_color:
+        raise SpecError("--x, --y, --var, --facet and the log options describe a plot: give "
+                        "--plot FILE.png")
     if output is not None and plot_path is not None and \
             os.path.abspath(output) == os.path.abspath(plot_path):
         raise SpecError(f"--output and --plot are the same file {output!r}")
@@ -178,7 +186,8 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
                            f"in {time.perf_counter() - t0:.1f} s")
         if plot_path is not None:
             assert x is not None and var is not None
-            plot_sweep(ds, plot_path, x=x, var=var, y=y, facet=facet, size=size_in, dpi=dpi)
+            plot_sweep(ds, plot_path, x=x, var=var, y=y, facet=facet, size=size_in, dpi=dpi,
+                       logx=logx, logy=logy, log_color=log_color)
             if not quiet:
                 click.echo(f"wrote {plot_path}: {var} over {x}" + (f" x {y}" if y else "")
                            + (f" by {facet}" if facet else "")

@@ -27,6 +27,11 @@ PLOT_FORMATS = (".png", ".svg", ".pdf")
 MAX_LINES = 12
 #: Most facets (subplots).
 MAX_FACETS = 12
+#: Scalar axes named in a plot's title when the sweep held them at their default.
+TITLE_DEFAULTS = ("kv_len", "prompt_len", "acceptance_rate", "draft_depth", "cache_hit_rate",
+                  "tp", "dp", "ep", "weight_precision", "moe_precision", "kv_precision", "overlap")
+#: Legend label of the points that do not fit in HBM.
+UNFIT_LABEL = "does not fit"
 
 
 def parse_size(text: str) -> tuple[float, float]:
@@ -113,10 +118,16 @@ def _geometric(values: np.ndarray) -> bool:
     return bool(np.std(log) / np.mean(log) < np.std(lin) / np.mean(lin))
 
 
-def _axis_values(values: np.ndarray) -> tuple[np.ndarray, str, list[str] | None]:
-    """Positions, scale ('linear'|'log') and tick labels (None: matplotlib's own ticks)."""
-    if values.dtype.kind in "fiu" and values.size and np.all(np.diff(values) > 0):
-        scale = "log" if _geometric(values) else "linear"
+def _axis_values(values: np.ndarray, log: bool | None = None
+                 ) -> tuple[np.ndarray, str, list[str] | None]:
+    """Positions, scale ('linear'|'log') and tick labels (None: matplotlib's own ticks).
+    ``log`` forces the scale (True needs positive, increasing values); None chooses."""
+    numeric = values.dtype.kind in "fiu" and values.size and np.all(np.diff(values) > 0)
+    if log and not (numeric and np.all(values > 0)):
+        raise SpecError(f"a log axis needs positive increasing numbers; got {list(values)[:5]}")
+    if numeric:
+        scale = ("log" if log else "linear") if log is not None else (
+            "log" if _geometric(values) else "linear")
         if values.size <= 10 or scale == "log":
             return values.astype(float), scale, [_fmt(v) for v in values]
         return values.astype(float), scale, None
@@ -165,6 +176,17 @@ def _title(ds: xr.Dataset, var: str, plotted: Sequence[str]) -> str:
     held = [f"{k}={_fmt(ds[k].values.item())}" for k in ds.dims
             if k not in plotted and ds.sizes[k] == 1]
     held += [f"{k}={_fmt(v)}" for k, v in fixed.items()]
+    # defaults that shape the result: scalar axes the engine recorded, economics
+    named = {h.split("=", 1)[0] for h in held}
+    for k in TITLE_DEFAULTS:
+        if k in ds.coords and ds[k].ndim == 0 and k not in named and k not in plotted:
+            held.append(f"{k}={_fmt(ds[k].values.item())}")
+    draft = ds.attrs.get("draft_model")
+    if draft:
+        held.append(f"draft={draft}")
+    for key in ("price", "cost_basis"):
+        if ds.attrs.get(key):
+            held.append(f"{key}={str(ds.attrs[key]).split(' (')[0]}")
     mode = ds.attrs.get("mode")
     line1 = f"{var}" + (f" — {head}" if head else "") + (f" ({mode})" if mode else "")
     return line1 + ("\n" + ", ".join(held) if held else "")
@@ -178,20 +200,50 @@ def _wrap(text: str, width_chars: int) -> str:
 
 def plot_sweep(ds: xr.Dataset, path: str | os.PathLike, *, x: str, var: str,
                y: str | None = None, facet: str | None = None,
-               size: tuple[float, float] = (8.0, 5.0), dpi: int = 100) -> Path:
+               size: tuple[float, float] = (8.0, 5.0), dpi: int = 100,
+               logx: bool | None = None, logy: bool | None = None, log_color: bool = False,
+               mask_unfit: bool = True) -> Path:
     """Draw ``var`` over ``x`` (and ``y``: heatmap), one subplot per ``facet`` value, and
-    write it to ``path`` (.png, .svg, .pdf). The file is ``size`` x ``dpi`` pixels."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import BoundaryNorm, ListedColormap
-    from matplotlib.figure import Figure
+    write it to ``path`` (.png, .svg, .pdf). The file is ``size`` x ``dpi`` pixels.
 
+    Points where ``fits`` is false (the batch does not fit in HBM) are not coloured or joined:
+    heatmap cells are hatched grey, line points drawn as grey crosses, under a legend entry
+    "does not fit"; the colour scale spans the fitting points only. ``logx`` / ``logy``
+    force a log (True) or linear (False) axis (default: log where the swept values are
+    geometric); ``log_color`` puts a heatmap's colour scale (or a line plot's values) on a
+    log scale."""
     check_plot(ds, path, x=x, var=var, y=y, facet=facet)
+    fig = draw_sweep(ds, x=x, var=var, y=y, facet=facet, size=size, dpi=dpi, logx=logx,
+                     logy=logy, log_color=log_color, mask_unfit=mask_unfit)
+    target = Path(path)
+    with atomic_output(target, option="--plot") as tmp:
+        fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
+    return target
+
+
+def draw_sweep(ds: xr.Dataset, *, x: str, var: str, y: str | None = None,
+               facet: str | None = None, size: tuple[float, float] = (8.0, 5.0),
+               dpi: int = 100, logx: bool | None = None, logy: bool | None = None,
+               log_color: bool = False, mask_unfit: bool = True):
+    """The figure :func:`plot_sweep` writes (a matplotlib ``Figure`` on the Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import BoundaryNorm, ListedColormap, LogNorm
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     given, hue = _plot_dims(ds, x=x, var=var, y=y, facet=facet)
     plotted = given + ([hue] if hue else [])
     da = ds[var]
     # a variable that does not depend on a plotted dimension is constant along it
     grid = xr.Dataset(coords={d: ds[d] for d in plotted})
     da = da.squeeze([d for d in da.dims if d not in plotted]).broadcast_like(grid).compute()
+    fits = None
+    if mask_unfit and "fits" in ds.data_vars and var != "fits":
+        f = ds["fits"]
+        f = f.squeeze([d for d in f.dims if d not in plotted]).broadcast_like(grid).compute()
+        fits = f.transpose(*da.dims).astype(bool)
+        if bool(fits.all()):
+            fits = None
     labels = da.dtype.kind in "OUS"
     categories: list[str] = []
     if labels:
@@ -213,34 +265,61 @@ def plot_sweep(ds: xr.Dataset, path: str | os.PathLike, *, x: str, var: str,
     for ax in flat[n:]:
         ax.set_visible(False)
 
-    xpos, xscale, xticks = _axis_values(np.asarray(ds[x].values))
+    xpos, xscale, xticks = _axis_values(np.asarray(ds[x].values), logx)
+    if log_color and labels:
+        raise SpecError(f"--log-color: --var {var} holds labels, not numbers")
     finite = np.asarray(da.values, dtype=float)
-    finite = finite[np.isfinite(finite)]
+    if fits is not None:
+        finite = finite[np.asarray(fits.values)]
+    finite = finite[np.isfinite(finite) & ((finite > 0) if log_color else True)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     mesh = None
     if labels:
         cmap = ListedColormap([f"C{i % 10}" for i in range(len(categories))])
         norm = BoundaryNorm(np.arange(len(categories) + 1) - 0.5, len(categories))
+    elif log_color:
+        cmap, norm = "viridis", LogNorm(vmin=vmin if vmin > 0 else 1e-12, vmax=max(vmax, vmin))
     else:
         cmap, norm = "viridis", None
+    unfit_seen = False
 
     for ax, fv in zip(flat, facet_values):
         sub = da.sel({facet: fv}) if facet else da
+        fsub = None if fits is None else (fits.sel({facet: fv}) if facet else fits)
         if y is not None:
-            ypos, yscale, yticks = _axis_values(np.asarray(ds[y].values))
+            ypos, yscale, yticks = _axis_values(np.asarray(ds[y].values), logy)
             z = np.asarray(sub.transpose(y, x).values, dtype=float)
+            ok = np.ones(z.shape, bool) if fsub is None else np.asarray(
+                fsub.transpose(y, x).values, bool)
+            if log_color:
+                ok &= z > 0
             kw = dict(norm=norm) if norm is not None else dict(vmin=vmin, vmax=vmax)
-            mesh = ax.pcolormesh(_edges(xpos, xscale), _edges(ypos, yscale), z, cmap=cmap,
+            xe, ye = _edges(xpos, xscale), _edges(ypos, yscale)
+            mesh = ax.pcolormesh(xe, ye, np.ma.masked_array(z, mask=~ok), cmap=cmap,
                                  shading="flat", **kw)
+            if fsub is not None and not ok.all():
+                unfit_seen = True
+                for j, i in zip(*np.nonzero(~np.asarray(fsub.transpose(y, x).values, bool))):
+                    ax.add_patch(_unfit_patch(xe[i], ye[j], xe[i + 1] - xe[i], ye[j + 1] - ye[j]))
             ax.set_yscale(yscale)
             _set_ticks(ax.yaxis, ypos, yticks, max_ticks=int(size[1] / nrows * 2.5))
         else:
             lines = list(ds[hue].values) if hue else [None]
             for i, hv in enumerate(lines):
                 line = sub.sel({hue: hv}) if hue else sub
-                ax.plot(xpos, np.asarray(line.transpose(x).values, dtype=float), marker="o",
-                        markersize=3, color=f"C{i % 10}",
-                        label=f"{hue} = {_fmt(hv)}" if hue else None)
+                yv = np.asarray(line.transpose(x).values, dtype=float)
+                ok = np.ones(yv.shape, bool)
+                if fsub is not None:
+                    fl = fsub.sel({hue: hv}) if hue else fsub
+                    ok = np.asarray(fl.transpose(x).values, bool)
+                ax.plot(xpos, np.where(ok, yv, np.nan), marker="o", markersize=3,
+                        color=f"C{i % 10}", label=f"{hue} = {_fmt(hv)}" if hue else None)
+                if not ok.all():
+                    unfit_seen = True
+                    ax.plot(xpos[~ok], yv[~ok], linestyle="none", marker="x", markersize=4,
+                            color="0.55")
+            if log_color:
+                ax.set_yscale("log")
             if hue and ax is flat[0]:
                 ax.legend(fontsize="small")
             ax.grid(True, alpha=0.3)
@@ -262,8 +341,17 @@ def plot_sweep(ds: xr.Dataset, path: str | os.PathLike, *, x: str, var: str,
         else:
             cb.set_label(_label(ds, var))
     fig.suptitle(_wrap(_title(ds, var, plotted), int(size[0] * 72 / 6.5)), fontsize="medium")
+    if unfit_seen:
+        marker = (_unfit_patch(0, 0, 1, 1) if y is not None else
+                  Line2D([], [], linestyle="none", marker="x", color="0.55"))
+        marker.set_label(UNFIT_LABEL + " (HBM)")
+        fig.legend(handles=[marker], loc="outside lower right", fontsize="small")
+    return fig
 
-    target = Path(path)
-    with atomic_output(target, option="--plot") as tmp:
-        fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
-    return target
+
+def _unfit_patch(x0: float, y0: float, w: float, h: float):
+    """A hatched grey cell: the mark of a point that does not fit."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x0, y0), w, h, facecolor="0.88", edgecolor="0.45", hatch="///",
+                     linewidth=0.0)
