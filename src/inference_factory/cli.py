@@ -589,3 +589,8 @@ for _cmd in _QUESTION_COMMANDS:
 from .sweep_cli import sweep_cmd  # noqa: E402
 
 cli.add_command(sweep_cmd)
+
+# plan (GPU budget and targets -> recommended deployment): plan_cli.py
+from .plan_cli import plan_cmd  # noqa: E402
+
+cli.add_command(plan_cmd)

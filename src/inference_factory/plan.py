@@ -1,0 +1,683 @@
+"""Deployment planning: from a GPU budget and SLOs to one recommended deployment per device.
+
+:func:`plan` searches, per hardware type, every instance shape within the GPU budget
+(tensor, attention-data and expert parallelism), aggregated serving (one pool time-shares
+prefill and decode) and prefill/decode disaggregation (two pools, each with its own shape),
+the factory's two precision profiles (its ``low_precision`` lever), the two-batch overlap
+policy (MoE), the decode batch, the speculative draft depth and the prefill batch. Each
+candidate is evaluated by the engine (:func:`inference_factory.evaluate`) and priced by
+:func:`inference_factory.economics.add_economics`; nothing here adds physics. The
+recommendation is the candidate that fits in HBM, meets the TTFT and TPOT targets and is best
+on the objective (lowest all-in $/M output tokens by default).
+
+The per-request arithmetic that joins the two phases (all SI, per GPU):
+
+* GPU-seconds per request: ``isl / P + osl / D`` (P: prefill input tokens/s per GPU at the
+  chosen prefill batch, D: decode output tokens/s per GPU at the chosen decode point);
+  :func:`output_tokens_per_s_per_gpu_all_in` is ``osl`` over it.
+* Aggregated serving stretches every decode step by the prefill share of busy time
+  (:func:`inference_factory.factory.simulate.prefill_busy_share`, the factory's colocated
+  interference): ``TPOT = TPOT_decode / (1 - s_p)``.
+* All-in cost per million output tokens: :func:`usd_per_mtok_output_all_in`.
+* GPUs to serve a load: :func:`gpus_for_load` (whole instances of each pool).
+
+Assumptions (stated, not fitted): every request has ``isl`` prompt and ``osl`` output tokens;
+decode runs at context ``isl + osl / 2`` with KV reserved for ``isl + osl``; prefill and
+decode pools of a P/D deployment use one precision profile (the KV cache moves between
+them); a prefill instance fits where its weights and one sequence fit; queueing is not
+modelled (``simulate`` on the emitted config does that).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .economics import CostModel, add_economics
+from .engine import evaluate
+from .errors import SpecError
+from .factory.config import Levers, resolve_price
+from .factory.simulate import _precisions, prefill_busy_share
+from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
+
+__all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
+           "usd_per_mtok_output_all_in", "gpus_for_load", "config_toml", "OBJECTIVES"]
+
+#: What a recommendation optimises: name -> "min" or "max".
+OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
+                              "output_tokens_per_s_per_gpu": "max",
+                              "tokens_per_s_per_user": "max"}
+MODES = ("aggregated", "disaggregated")
+#: Default decode batch grid (sequences per attention-DP rank) and prefill batch grid.
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+DEFAULT_PREFILL_BATCHES = (1, 2, 4, 8, 16)
+
+
+# --------------------------------------------------------------------------------------------
+# the equations that join prefill and decode (pure)
+# --------------------------------------------------------------------------------------------
+
+
+def output_tokens_per_s_per_gpu_all_in(*, isl_tokens, osl_tokens, prefill_tokens_per_s_per_gpu,
+                                       decode_tokens_per_s_per_gpu):
+    r"""Output tokens per second per GPU of a whole deployment, prefill included.
+
+    .. math:: R = \frac{o}{i / P + o / D}
+
+    i prompt and o output tokens per request; P, D the prefill (input) and decode (output)
+    tokens/s per GPU. The denominator is the GPU-seconds one request takes, summed over the
+    phases: it holds for a P/D split whose pools are sized to each other and for a colocated
+    pool that time-shares the phases.
+    """
+    return osl_tokens / (isl_tokens / prefill_tokens_per_s_per_gpu
+                         + osl_tokens / decode_tokens_per_s_per_gpu)
+
+
+def usd_per_mtok_output_all_in(*, usd_per_mtok_output, usd_per_mtok_input, isl_tokens,
+                               osl_tokens):
+    r"""Cost of a million output tokens with their prompts' prefill charged to them.
+
+    .. math:: c = c_{out} + \frac{i}{o} c_{in}
+
+    c_out, c_in: $/M output tokens of decode and $/M input tokens of prefill
+    (:func:`~inference_factory.economics.add_economics`), i / o prompt tokens per output token.
+    """
+    return usd_per_mtok_output + isl_tokens / osl_tokens * usd_per_mtok_input
+
+
+def gpus_for_load(*, tokens_per_s, tokens_per_s_per_gpu, instance_gpus):
+    r"""GPUs to serve a token rate with whole instances.
+
+    .. math:: n = \left\lceil \frac{L}{r \, g} \right\rceil g
+
+    L tokens/s to serve, r tokens/s per GPU of the pool, g GPUs per instance.
+    """
+    return np.ceil(tokens_per_s / (tokens_per_s_per_gpu * instance_gpus) - 1e-9) * instance_gpus
+
+
+# --------------------------------------------------------------------------------------------
+# the search space
+# --------------------------------------------------------------------------------------------
+
+
+def _powers_of_two(top: int) -> list[int]:
+    return [2 ** k for k in range(int(math.log2(top)) + 1)] if top >= 1 else []
+
+
+def candidate_shapes(model: ModelSpec, hw: HardwareSpec, max_gpus: int) -> list[dict[str, int]]:
+    """Instance shapes of up to ``max_gpus`` GPUs: tp a power of two dividing the query heads
+    within one node (scale-up domain), dp a power of two; for a MoE model ep is 1 (experts
+    replicated, tensor-parallel) or the whole instance (one expert group per GPU)."""
+    node = max(hw.gpus_per_node, hw.scale_up_domain_gpus)
+    out = []
+    for n in _powers_of_two(max_gpus):
+        for tp in _powers_of_two(min(n, node)):
+            if model.n_q_heads % tp:
+                continue
+            dp = n // tp
+            eps = sorted({1, n}) if model.is_moe else [1]
+            for ep in eps:
+                if model.is_moe and ep > model.n_routed_experts:
+                    continue
+                out.append({"tp": tp, "dp": dp, "ep": ep})
+    return out
+
+
+def _profiles(m: ModelSpec, hw: HardwareSpec, low: Sequence[bool]) -> list[dict[str, Any]]:
+    """The factory's precision profiles (its low_precision lever), as engine arguments."""
+    out = []
+    for flag in low:
+        prec = _precisions(m, hw, Levers(low_precision=flag))
+        if all(p in hw.dense_flop_per_s for p in (prec["weight_precision"],)):
+            out.append({"low_precision": flag, **prec})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the result
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What :func:`plan` found.
+
+    ``recommendations``: one row per hardware (NaN figures where nothing meets the targets,
+    with the reason). ``candidates``: every evaluated deployment with ``meets_slo`` and
+    ``reason``. ``front``: the non-dominated candidates (tokens/s per user against all-in
+    output tokens/s per GPU) per hardware among those that fit and meet TTFT.
+    ``request``: the inputs, for the emitted config and the report.
+    """
+
+    recommendations: pd.DataFrame
+    candidates: pd.DataFrame
+    front: pd.DataFrame
+    request: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# planning
+# --------------------------------------------------------------------------------------------
+
+
+def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpus: int = 8,
+         isl: int = 1024, osl: int = 1024, ttft_s: float | None = None,
+         tpot_s: float | None = None, price=None, cost: CostModel | None = None,
+         objective: str = "usd_per_mtok_output_all_in",
+         load_output_tokens_per_s: float | None = None, modes: Sequence[str] = MODES,
+         shapes: Sequence[Mapping[str, int]] | None = None,
+         low_precision: Sequence[bool] = (False, True), overlap: Sequence[str] | None = None,
+         batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
+         prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
+         min_gpus: int = 1, **kwargs: Any) -> PlanResult:
+    """Recommend one deployment per hardware type for a GPU budget and latency targets.
+
+    Parameters
+    ----------
+    model, hardware : name, alias, path or spec (hardware: one or a list)
+    gpus : int
+        GPU budget: an instance (for P/D: a prefill plus a decode instance) uses at most this
+        many GPUs. ``min_gpus`` is the smallest instance considered.
+    isl, osl : int
+        Prompt and output tokens per request.
+    ttft_s, tpot_s : float, optional
+        Targets (seconds). TTFT is one prefill pass at the prefill batch; TPOT the decode
+        step per token, stretched by prefill interference when aggregated.
+    price, cost
+        As for :func:`~inference_factory.economics.add_economics` (the price adds margins).
+    objective : str
+        One of :data:`OBJECTIVES` (default: lowest all-in $/M output tokens).
+    load_output_tokens_per_s : float, optional
+        A load to size for: adds ``gpus_for_load`` (and per pool for P/D).
+    modes : "aggregated" and/or "disaggregated"
+    shapes : list of {"tp", "dp", "ep"}, optional
+        Instance shapes to try (default :func:`candidate_shapes` within the budget).
+    low_precision : bools
+        The factory's precision profiles to try (FP8 KV and dispatch, FP4 experts where the
+        device has FP4 tensor cores; or BF16 KV and dispatch at native weights).
+    overlap : overlap policies, optional
+        Default: none and two-batch for a MoE model, none for a dense one.
+    batch_size, draft_depth, prefill_batch_size : whole numbers
+        Decode batch per attention-DP rank, draft depths (default 0..3 with an MTP module or a
+        draft model, else 0), prefill prompts per attention-DP rank per pass.
+    **kwargs
+        Other engine options held fixed (``acceptance_rate``, ``expert_skew``,
+        ``redundant_experts``, ``draft_model``, ``cache_hit_rate``...).
+    """
+    if objective not in OBJECTIVES:
+        raise SpecError(f"objective = {objective!r} is not one of {list(OBJECTIVES)}")
+    bad = [x for x in modes if x not in MODES]
+    if bad or not modes:
+        raise SpecError(f"modes = {list(modes)!r}: each must be one of {list(MODES)}")
+    for name, v in (("gpus", gpus), ("isl", isl), ("osl", osl), ("min_gpus", min_gpus)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise SpecError(f"{name} = {v!r} must be a whole number >= 1")
+    if min_gpus > gpus:
+        raise SpecError(f"min_gpus = {min_gpus} exceeds the budget gpus = {gpus}")
+    for name, v in (("ttft_s", ttft_s), ("tpot_s", tpot_s),
+                    ("load_output_tokens_per_s", load_output_tokens_per_s)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise SpecError(f"{name} = {v!r} must be a positive number")
+    for k in ("tp", "dp", "ep", "batch_size", "draft_depth", "prefill_batch_size", "kv_len",
+              "prompt_len", "final_len", "weight_precision", "moe_precision", "kv_precision",
+              "dispatch_precision"):
+        if k in kwargs:
+            raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
+    m = load_model(model)
+    hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
+                                      else [hardware])]
+    pr = resolve_price(price)
+    cost = cost or CostModel()
+    draft_model = kwargs.get("draft_model")
+    if draft_depth is None:
+        draft_depth = (0, 1, 2, 3) if (m.n_mtp_modules or draft_model) else (0,)
+    overlaps = list(overlap) if overlap is not None else (
+        ["none", "two-batch"] if m.is_moe else ["none"])
+    grid = dict(batch_size=[float(b) for b in batch_size],
+                draft_depth=[float(d) for d in draft_depth],
+                prefill_batch_size=[float(b) for b in prefill_batch_size],
+                prompt_len=float(isl), kv_len=float(isl + osl / 2), final_len=float(isl + osl))
+
+    rows: list[pd.DataFrame] = []
+    for hw in hws:
+        hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
+            candidate_shapes(m, hw, gpus)
+        hw_shapes = [s for s in hw_shapes
+                     if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= gpus]
+        for prof in _profiles(m, hw, low_precision):
+            precs = {k: v for k, v in prof.items() if k != "low_precision"}
+            per_shape = []
+            for shape in hw_shapes:
+                ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
+                try:
+                    ds = evaluate(m, hw, **shape, **precs, overlap=list(ovs), **grid, **kwargs)
+                except SpecError:
+                    continue      # a shape the engine refuses (too many experts...) is skipped
+                if "overlap" not in ds.dims:
+                    ds = ds.expand_dims(overlap=ovs)
+                ds = add_economics(ds, price=pr, cost=cost)
+                per_shape.append((shape, ds))
+            rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes)
+    if not rows:
+        raise SpecError(f"plan: no instance shape of {min_gpus}..{gpus} GPUs is valid for "
+                        f"{m.name} on {', '.join(h.name for h in hws)}")
+    cand = pd.concat(rows, ignore_index=True)
+    cand["usd_per_mtok_output_all_in"] = usd_per_mtok_output_all_in(
+        usd_per_mtok_output=cand["usd_per_mtok_output"],
+        usd_per_mtok_input=cand["usd_per_mtok_input"], isl_tokens=isl, osl_tokens=osl)
+    if load_output_tokens_per_s is not None:
+        _size_for_load(cand, load_output_tokens_per_s, isl, osl)
+    cand = _rank(cand, objective)
+    recs = _recommend(cand, hws, objective)
+    front = _front(cand)
+    request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
+                   isl=isl, osl=osl, ttft_s=ttft_s, tpot_s=tpot_s,
+                   price=pr.id if pr is not None else None, cost_basis=cost.cost_basis,
+                   objective=objective, load_output_tokens_per_s=load_output_tokens_per_s,
+                   modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
+                   cost=dataclasses.asdict(cost))
+    for df in (recs, cand, front):
+        df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})
+    return PlanResult(recommendations=recs, candidates=cand, front=front, request=request)
+
+
+_DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
+                "max_batch_size", "decode_binding_resource", "usd_per_mtok_output")
+_PREFILL_VARS = ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                 "prefill_binding_resource")
+
+
+def _decode_frame(ds) -> pd.DataFrame:
+    """One row per (overlap, batch, depth) of the decode variables."""
+    sub = ds[[v for v in _DECODE_VARS if v in ds]]
+    if "prefill_batch_size" in sub.dims:
+        sub = sub.isel(prefill_batch_size=0, drop=True)
+    df = sub.to_dataframe().reset_index()
+    keep = ["overlap", "batch_size", "draft_depth", *[v for v in _DECODE_VARS if v in df]]
+    return df[[c for c in keep if c in df]]
+
+
+def _prefill_best(ds, ttft_s: float | None) -> pd.DataFrame:
+    """Per overlap: the prefill batch with the most input tokens/s per GPU meeting TTFT
+    (NaN row where none does), and whether the instance's weights fit at all."""
+    out = []
+    for ov in ds["overlap"].values:
+        one = ds.sel(overlap=ov)
+        pb = np.atleast_1d(one["prefill_batch_size"].values)
+        p = np.broadcast_to(np.asarray(one["prefill_tokens_per_s_per_gpu"].values, float), pb.shape)
+        t = np.broadcast_to(np.asarray(one["ttft_s"].values, float), pb.shape)
+        cin = np.broadcast_to(np.asarray(one["usd_per_mtok_input"].values, float), pb.shape)
+        ok = np.ones(pb.shape, bool) if ttft_s is None else t <= ttft_s
+        # the instance fits where its weights and one sequence at the final length fit
+        mb = one["max_batch_size"]
+        if "draft_depth" in mb.dims:
+            mb = mb.isel(draft_depth=0)
+        fits1 = bool(np.asarray(mb.values).min() >= 1)
+        row = {"overlap": str(ov), "prefill_fits": fits1, "min_ttft_s": float(t.min())}
+        if ok.any():
+            i = int(np.flatnonzero(ok)[np.argmax(p[ok])])
+            row.update(prefill_batch_size=float(pb[i]), prefill_tokens_per_s_per_gpu=float(p[i]),
+                       ttft_s=float(t[i]), usd_per_mtok_input=float(cin[i]),
+                       prefill_binding_resource=str(np.broadcast_to(
+                           one["prefill_binding_resource"].values, pb.shape)[i]))
+        else:
+            row.update(prefill_batch_size=np.nan, prefill_tokens_per_s_per_gpu=np.nan,
+                       ttft_s=np.nan, usd_per_mtok_input=np.nan, prefill_binding_resource="")
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -> list:
+    frames = []
+    shape_cols = lambda s, p="": {f"{p}tp": s.get("tp", 1), f"{p}dp": s.get("dp", 1),  # noqa: E731
+                                  f"{p}ep": s.get("ep", 1)}
+    prefill = []
+    for shape, ds in per_shape:
+        pf = _prefill_best(ds, ttft_s)
+        for k, v in shape_cols(shape, "prefill_").items():
+            pf[k] = v
+        pf["prefill_gpus"] = shape.get("tp", 1) * shape.get("dp", 1)
+        prefill.append(pf)
+    prefill_all = pd.concat(prefill, ignore_index=True) if prefill else pd.DataFrame()
+    for shape, ds in per_shape:
+        n = shape.get("tp", 1) * shape.get("dp", 1)
+        dec = _decode_frame(ds)
+        for k, v in shape_cols(shape).items():
+            dec[k] = v
+        dec["decode_gpus"] = n
+        common = dict(hardware=hw.name, low_precision=prof["low_precision"],
+                      weight_precision=prof["weight_precision"],
+                      moe_precision=prof["moe_precision"], kv_precision=prof["kv_precision"])
+        if "aggregated" in modes:
+            pf = _prefill_best(ds, ttft_s)
+            agg = dec.merge(pf, on="overlap", how="left")
+            for k, v in shape_cols(shape, "prefill_").items():
+                agg[k] = v
+            agg["prefill_gpus"] = n
+            agg["prefill_overlap"] = agg["overlap"]
+            agg["mode"] = "aggregated"
+            frames.append(agg.assign(**common))
+        if "disaggregated" in modes and not prefill_all.empty:
+            # the prefill pool: the best prefill instance (any shape, same precision profile)
+            # that fits beside this decode instance in the budget
+            ok = prefill_all[(prefill_all["prefill_gpus"] + n <= gpus)
+                             & prefill_all["prefill_fits"]
+                             & prefill_all["prefill_tokens_per_s_per_gpu"].notna()]
+            if ok.empty:
+                pf = prefill_all.iloc[[0]].copy()
+                pf[["prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                    "prefill_batch_size"]] = np.nan
+                pf["prefill_fits"] = False
+            else:
+                order = ok.sort_values(["prefill_tokens_per_s_per_gpu", "prefill_gpus"],
+                                       ascending=[False, True], kind="stable")
+                pf = order.iloc[[0]].copy()
+            pf = pf.drop(columns="overlap").rename(columns={})
+            dis = dec.assign(_k=1).merge(pf.assign(_k=1), on="_k").drop(columns="_k")
+            dis["prefill_overlap"] = order.iloc[0]["overlap"] if not ok.empty else ""
+            dis["mode"] = "disaggregated"
+            frames.append(dis.assign(**common))
+    out = []
+    for f in frames:
+        f = f.copy()
+        agg = f["mode"] == "aggregated"
+        # the engine's per-step TPOT, stretched by prefill interference when colocated
+        d = f["decode_tokens_per_s_per_gpu"].to_numpy(float)
+        p = f["prefill_tokens_per_s_per_gpu"].to_numpy(float)
+        share = prefill_busy_share(prefill_s_per_request=isl / p, decode_s_per_request=osl / d)
+        stretch = np.where(agg, 1.0 / np.maximum(1.0 - share, 1e-9), 1.0)
+        f["decode_tpot_s"] = f["tpot_s"]
+        f["tpot_s"] = f["tpot_s"] * stretch
+        f["tokens_per_s_per_user"] = f["decode_tokens_per_s_per_user"] / stretch
+        f["output_tokens_per_s_per_gpu"] = output_tokens_per_s_per_gpu_all_in(
+            isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
+            decode_tokens_per_s_per_gpu=d)
+        f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
+        reasons = np.full(len(f), "", dtype=object)
+        fits = f["fits"].to_numpy(bool) & f["prefill_fits"].fillna(False).to_numpy(bool)
+        no_prefill = ~np.isfinite(p)
+        reasons[~np.isfinite(p) & f["prefill_fits"].fillna(False).to_numpy(bool)] = \
+            "misses TTFT at every prefill batch"
+        reasons[~f["prefill_fits"].fillna(False).to_numpy(bool)] = "prefill does not fit"
+        reasons[~f["fits"].to_numpy(bool)] = "does not fit in HBM"
+        slow = (f["tpot_s"].to_numpy(float) > tpot_s) if tpot_s is not None else \
+            np.zeros(len(f), bool)
+        reasons[fits & ~no_prefill & slow] = "misses TPOT"
+        f["meets_slo"] = fits & ~no_prefill & ~slow
+        f["reason"] = reasons
+        out.append(f)
+    return out
+
+
+def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:
+    agg = cand["mode"] == "aggregated"
+    dec = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    pre = gpus_for_load(tokens_per_s=load * isl / osl, tokens_per_s_per_gpu=cand[
+        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"])
+    whole = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    cand["gpus_for_load"] = np.where(agg, whole, dec + pre)
+    cand["decode_gpus_for_load"] = np.where(agg, np.nan, dec)
+    cand["prefill_gpus_for_load"] = np.where(agg, np.nan, pre)
+
+
+def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Feasible candidates first, best on the objective first; ties: fewer GPUs, then the
+    smaller batch and depth (the cheaper deployment to run)."""
+    sign = 1.0 if OBJECTIVES[objective] == "min" else -1.0
+    key = np.where(cand["meets_slo"], sign * cand[objective].astype(float), np.inf)
+    key = np.where(np.isnan(key), np.inf, key)
+    cand = cand.assign(_key=key).sort_values(
+        ["_key", "gpus", "batch_size", "draft_depth"], kind="stable").drop(columns="_key")
+    cand = cand.reset_index(drop=True)
+    rank = cand.groupby("hardware", sort=False).cumcount() + 1
+    cand.insert(0, "rank", np.where(cand["meets_slo"], rank, np.nan))
+    return cand
+
+
+#: Columns of a recommendation, in order.
+RECOMMENDATION_COLUMNS = (
+    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep", "gpus",
+    "low_precision", "kv_precision", "moe_precision", "overlap", "prefill_overlap",
+    "batch_size", "draft_depth",
+    "prefill_batch_size", "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
+    "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
+    "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
+    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason")
+
+
+def _recommend(cand: pd.DataFrame, hws, objective: str) -> pd.DataFrame:
+    rows = []
+    for hw in hws:
+        mine = cand[cand["hardware"] == hw.name]
+        ok = mine[mine["meets_slo"]]
+        if not ok.empty:
+            rows.append(ok.iloc[0].to_dict())
+        else:
+            counts = mine["reason"].value_counts()
+            why = "; ".join(f"{k} ({v})" for k, v in counts.items() if k) or "no candidate"
+            rows.append({"hardware": hw.name, "reason": f"nothing meets the targets: {why}"})
+    recs = pd.DataFrame(rows)
+    cols = [c for c in RECOMMENDATION_COLUMNS if c in recs]
+    recs = recs[cols]
+    if "reason" not in recs:
+        recs["reason"] = ""
+    return recs.reset_index(drop=True)
+
+
+def _front(cand: pd.DataFrame) -> pd.DataFrame:
+    """Non-dominated (tokens/s per user, all-in tokens/s per GPU) per hardware among the
+    candidates that fit and meet TTFT (TPOT is the axis the front trades along)."""
+    from .questions import pareto_mask
+
+    ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
+    parts = []
+    for hw, sub in cand[ok].groupby("hardware", sort=False):
+        mask = pareto_mask(sub["tokens_per_s_per_user"].to_numpy(float),
+                           sub["output_tokens_per_s_per_gpu"].to_numpy(float))
+        parts.append(sub[mask].sort_values("tokens_per_s_per_user"))
+    return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
+
+
+# --------------------------------------------------------------------------------------------
+# the recommendation as a factory config
+# --------------------------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: CostModel fields a factory config's [economics] table takes.
+_CONFIG_COST_KEYS = ("rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciation_years",
+                     "residual_frac", "pue", "usd_per_kwh")
+
+
+def config_toml(result: PlanResult, hardware: str | None = None, *, price: str | None = None,
+                n_requests: int = 20000, target_utilization: float = 0.8) -> str:
+    """A factory config (``simulate --config``) of one recommendation: the pools' hardware
+    and shapes, the levers the recommendation uses, one workload class of ``isl`` / ``osl``
+    tokens, the targets as SLOs, and an arrival rate that loads the recommended deployment
+    (the load given to :func:`plan`, else the GPU budget) to ``target_utilization``."""
+    from .realism import load_realism
+    from .factory.config import load_prices
+
+    req = result.request
+    recs = result.recommendations
+    if hardware is not None:
+        hw_name = load_hardware(hardware).name
+        recs = recs[recs["hardware"] == hw_name]
+    recs = recs[recs["reason"].fillna("") == ""] if "reason" in recs else recs
+    if recs.empty:
+        raise SpecError("no recommendation meets the targets: nothing to write as a config")
+    r = recs.iloc[0]
+    m = load_model(req["model"])
+    price_id = price or req.get("price")
+    if price_id is None:
+        ids = [p.id for p in load_prices().values() if p.model == m.name]
+        if not ids:
+            raise SpecError(f"--emit-config needs a price id for {m.name} (a factory config "
+                            "names one): give --price ID (see 'inference-factory prices list')")
+        price_id = ids[0]
+    basis = req.get("cost_basis", "rental")
+    if basis not in ("capex", "rental"):
+        raise SpecError(f"--emit-config: a factory config charges capex or rental, not {basis!r}")
+    isl, osl = int(req["isl"]), int(req["osl"])
+    pd_split = r["mode"] == "disaggregated"
+    out_per_gpu = float(r["output_tokens_per_s_per_gpu"])
+    load = req.get("load_output_tokens_per_s")
+    gpus = float(r["gpus_for_load"]) if load is not None and "gpus_for_load" in r else req["gpus"]
+    rate = (load if load is not None else out_per_gpu * req["gpus"]) * target_utilization / osl
+    depth = int(r["draft_depth"])
+    batch_per_gpu = max(1, int(round(float(r["batch_size"]) * int(r["dp"])
+                                     / (int(r["tp"]) * int(r["dp"])))))
+    prefill_tokens = max(1, int(round(float(r["prefill_batch_size"]) * isl
+                                      / int(r["prefill_tp"]))))
+    opts = req.get("engine_options", {})
+    acc = float(opts.get("acceptance_rate", 0.8))
+    skew = float(opts.get("expert_skew", load_realism().default_expert_skew))
+    redundant = int(opts.get("redundant_experts", 0))
+    desc = f"plan: {m.name} on {r['hardware']}, {r['mode']}"
+    lines = [
+        "# Written by 'inference-factory plan': the recommended deployment of "
+        f"{m.name} on {r['hardware']}",
+        f"# for {isl} prompt / {osl} output tokens per request, budget {req['gpus']} GPUs, "
+        f"objective {req['objective']}.",
+        f"# Plan: {r['mode']}, decode tp={int(r['tp'])} dp={int(r['dp'])} ep={int(r['ep'])}, "
+        f"batch {float(r['batch_size']):g}, draft depth {depth}, "
+        f"{out_per_gpu:,.0f} output tokens/s/GPU all-in; arrival rate sized for "
+        f"{gpus:g} GPUs at {target_utilization:g} utilization.",
+        "",
+        f"name = {_toml_value('plan-' + str(r['hardware']).lower())}",
+        f"description = {_toml_value(desc)}",
+        "",
+        "[model]",
+        f"name = {_toml_value(m.name)}",
+        f"price = {_toml_value(price_id)}",
+        "",
+        "[workload]",
+        f"n_requests = {int(n_requests)}",
+        f"arrival_rate_per_s = {_toml_value(float(rate))}",
+        "diurnal_amplitude = 0.0",
+        "seed = 1",
+        "",
+        "[[workload.class]]",
+        'name = "plan"',
+        "share = 1.0",
+        f"prompt_tokens_median = {isl}",
+        "prompt_tokens_sigma = 0.0",
+        f"output_tokens_median = {osl}",
+        "output_tokens_sigma = 0.0",
+        f"max_prompt_tokens = {isl}",
+        f"max_output_tokens = {osl}",
+        "system_prompt_tokens = 0",
+        "n_system_prompts = 1",
+        "system_prompt_zipf = 0.0",
+        "turns_mean = 1.0",
+        f"acceptance_rate = {_toml_value(acc)}",
+        f"expert_skew = {_toml_value(skew)}",
+        "",
+        "[prefill]",
+        f"hardware = {_toml_value(r['hardware'])}",
+        f"tp = {int(r['prefill_tp'])}",
+        f"dp = {int(r['prefill_dp'])}",
+        f"ep = {int(r['prefill_ep'])}",
+        f"tokens_per_gpu = {prefill_tokens}",
+        f"unit_gpus = {int(r['prefill_tp']) * int(r['prefill_dp'])}",
+        "",
+        "[decode]",
+        f"hardware = {_toml_value(r['hardware'])}",
+        f"tp = {int(r['tp'])}",
+        f"dp = {int(r['dp'])}",
+        f"ep = {int(r['ep'])}",
+        f"max_batch_per_gpu = {batch_per_gpu}",
+        f"max_draft_depth = {max(depth, 1)}",
+        f"unit_gpus = {int(r['tp']) * int(r['dp'])}",
+        "",
+        "[levers]",
+        "continuous_batching = true",
+        f"pd_split = {_toml_value(pd_split)}",
+        "prefix_cache = false",
+        f"speculative = {_toml_value(depth > 0)}",
+        f"expert_balancing = {_toml_value(redundant > 0)}",
+        f"redundant_experts = {redundant}",
+        f"low_precision = {_toml_value(bool(r['low_precision']))}",
+        f"overlap = {_toml_value(r['overlap'] == 'two-batch')}",
+        "",
+        "[slo]",
+        f"ttft_s = {_toml_value(float(req['ttft_s'] or 5.0))}",
+        f"tpot_s = {_toml_value(float(req['tpot_s'] or 0.1))}",
+        "",
+        "[fleet]",
+        f"target_utilization = {_toml_value(float(target_utilization))}",
+        "",
+        "[economics]",
+        f"cost_basis = {_toml_value(basis)}",
+    ]
+    for k, v in (req.get("cost") or {}).items():
+        if k in _CONFIG_COST_KEYS and v is not None and v != getattr(CostModel(), k):
+            lines.append(f"{k} = {_toml_value(float(v))}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the Pareto front as a figure
+# --------------------------------------------------------------------------------------------
+
+
+def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.0),
+               dpi: int = 100):
+    """Draw each hardware's front (all-in output tokens/s per GPU against tokens/s per user)
+    with its recommendation starred and the TPOT target as a vertical line; write ``path``."""
+    from pathlib import Path
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ._io import atomic_output
+
+    req = result.request
+    fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for i, hw in enumerate(req["hardware"]):
+        f = result.front[result.front["hardware"] == hw]
+        if f.empty:
+            continue
+        ax.plot(f["tokens_per_s_per_user"], f["output_tokens_per_s_per_gpu"], marker="o",
+                markersize=3, color=f"C{i % 10}", label=hw)
+        rec = result.recommendations[result.recommendations["hardware"] == hw]
+        if not rec.empty and not rec["reason"].fillna("").iloc[0]:
+            ax.plot(rec["tokens_per_s_per_user"], rec["output_tokens_per_s_per_gpu"],
+                    marker="*", markersize=14, color=f"C{i % 10}", markeredgecolor="black",
+                    linestyle="none")
+    if req.get("tpot_s"):
+        ax.axvline(1.0 / req["tpot_s"], color="0.4", linestyle="--",
+                   label=f"TPOT target {req['tpot_s'] * 1e3:g} ms")
+    ax.set_xlabel("tokens/s per user (1 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU, prefill included")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    ttft = f", TTFT <= {req['ttft_s']:g} s" if req.get("ttft_s") else ""
+    ax.set_title(f"{req['model']}: Pareto fronts within {req['gpus']} GPUs, ISL {req['isl']} / "
+                 f"OSL {req['osl']}{ttft}; * = recommended ({req['objective']}, "
+                 f"{req['cost_basis']} cost)", fontsize="small")
+    target = Path(path)
+    with atomic_output(target, option="--plot") as tmp:
+        fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
+    return target

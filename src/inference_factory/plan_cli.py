@@ -1,0 +1,210 @@
+"""``inference-factory plan``: a GPU budget and latency targets in, one recommended deployment
+per hardware out (thin: parse, call :func:`inference_factory.plan.plan`, print)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from . import grammar as g
+from .errors import SpecError
+from .tables import chosen_format, format_option, render
+
+#: Columns printed as a table (every column goes to csv and json).
+TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+                 "gpus", "kv_precision", "moe_precision", "overlap", "batch_size", "draft_depth",
+                 "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
+                 "decode_binding_resource", "usd_per_mtok_output", "usd_per_mtok_input",
+                 "usd_per_mtok_output_all_in", "gpus_for_load", "reason")
+
+
+def _gpus(ctx, param, value):
+    try:
+        values = g.parse_values(value, "--gpus")
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    if not all(isinstance(v, int) and v >= 1 for v in values):
+        raise click.BadParameter(f"{value!r}: GPU counts are whole numbers >= 1", ctx, param)
+    return min(values), max(values)
+
+
+@click.command("plan")
+@click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
+              help="Model name, alias or TOML path.")
+@click.option("--hardware", "-H", "hardware", multiple=True,
+              help="Hardware to plan for (repeat or comma-separate; default H800-SXM).")
+@click.option("--gpus", "-g", default="8", show_default=True, callback=_gpus, metavar="N|A..B",
+              help="GPU budget: an instance (for P/D one prefill plus one decode instance) "
+                   "uses at most N GPUs; a range A..B (or list) also sets the smallest.")
+@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Prompt tokens per request.")
+@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Output tokens per request.")
+@click.option("--ttft", type=g.DurationParam(), default=None, help="TTFT target, e.g. 2s.")
+@click.option("--tpot", type=g.DurationParam(), default=None, help="TPOT target, e.g. 50ms.")
+@click.option("--objective", type=click.Choice(["usd_per_mtok_output_all_in",
+                                                "output_tokens_per_s_per_gpu",
+                                                "tokens_per_s_per_user"]),
+              default="usd_per_mtok_output_all_in", show_default=True,
+              help="What the recommendation optimises (among candidates meeting the targets).")
+@click.option("--mode", type=click.Choice(["both", "aggregated", "disaggregated"]),
+              default="both", show_default=True,
+              help="Aggregated (one pool) and/or prefill/decode disaggregation.")
+@click.option("--precision", type=click.Choice(["both", "native", "low"]), default="both",
+              show_default=True,
+              help="Precision profiles: native (BF16 KV) and/or low (FP8 KV and dispatch, FP4 "
+                   "experts where the device has FP4), as the factory's low_precision lever.")
+@click.option("--parallelism", "-p", multiple=True, type=g.ShapeParam(),
+              help="Instance shapes to try instead of the default search (repeat).")
+@click.option("--axis", "-a", "axes", multiple=True, type=g.AxisParam(), callback=g.collect_axes,
+              help="Search grids (batch_size, draft_depth, prefill_batch_size, overlap) or "
+                   "fixed engine values (acceptance_rate, expert_skew, redundant_experts, "
+                   "cache_hit_rate, context_cv).")
+@click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
+@click.option("--load", "load", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs.")
+@click.option("--price", default=None, metavar="ID",
+              help="Price id (see 'inference-factory prices list'); the config needs one.")
+@click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default="rental",
+              show_default=True, help="How a GPU-hour is charged.")
+@click.option("--rental-usd-per-gpu-hour", type=click.FloatRange(min=0, min_open=True),
+              default=None, help="Override the hardware file's rental price.")
+@click.option("--capex-usd-per-gpu", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Override the hardware file's purchase price.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png",
+              help="Draw the Pareto fronts with the recommendations.")
+@click.option("--emit-config", "emit_config", default=None, metavar="FILE.toml",
+              help="Write the first recommendation as a factory config for 'simulate'.")
+@click.option("--output", "-o", default=None, metavar="FILE",
+              help="Also write the recommendations in the chosen --format.")
+@format_option
+def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: int, osl: int,
+             ttft: float | None, tpot: float | None, objective: str, mode: str, precision: str,
+             parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
+             load: float | None, price: str | None, cost_basis: str,
+             rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
+             plot_path: str | None, emit_config: str | None, output: str | None,
+             fmt: str | None, as_json: bool) -> None:
+    """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
+
+    Searches tensor/data/expert parallelism within the budget, aggregated vs P/D, the
+    precision profiles, overlap, decode batch, draft depth and prefill batch; prints one
+    recommendation per hardware (shape, batch, depth, tokens/s per GPU and per user, binding
+    resource, $/M output and input, GPUs for --load) and the Pareto front.
+
+    \b
+    inference-factory plan -m DeepSeek-V3 -H H800,B200 --gpus 64 --isl 4096 --osl 1024 \\
+        --ttft 2s --tpot 50ms --price deepseek-chat-2025-02 --plot pareto.png \\
+        --emit-config plan.toml
+    """
+    from .economics import CostModel
+    from .plan import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, config_toml, plan, plot_front
+    from .questions_cli import _names, check_shapes
+
+    fmt = chosen_format(fmt, as_json)
+    hws = _names(hardware) or ["H800-SXM"]
+    for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),
+                                (emit_config, (".toml",), "--emit-config")):
+        if path is not None and not path.lower().endswith(suffixes):
+            raise SpecError(f"{opt} {path!r}: the name must end in {' or '.join(suffixes)}")
+    if plot_path is not None:
+        from .sweep import require
+        require("matplotlib", f"--plot {plot_path}", extra="plots")
+    searched = {"batch_size": DEFAULT_BATCHES, "draft_depth": None,
+                "prefill_batch_size": DEFAULT_PREFILL_BATCHES, "overlap": None}
+    refused = [k for k in axes if k in ("tp", "dp", "ep", "kv_len", "prompt_len", "final_len")
+               or k.endswith("_precision")]
+    if refused:
+        k = refused[0]
+        how = ("give shapes with --parallelism" if k in ("tp", "dp", "ep") else
+               "use --precision" if k.endswith("_precision") else "it follows from --isl/--osl")
+        raise SpecError(f"--axis {k}: plan sets it ({how})")
+    grids = {k: list(axes.pop(k)) for k in list(axes) if k in searched}
+    fixed = {k: (v[0] if len(v) == 1 else None) for k, v in axes.items()}
+    lists = [k for k, v in fixed.items() if v is None]
+    if lists:
+        raise SpecError(f"--axis {lists[0]}: plan holds it at one value; give one")
+    shapes = [dict(p) for p in parallelism] or None
+    if shapes:
+        check_shapes(model, hws, {}, shapes)
+    if draft_model:
+        fixed["draft_model"] = draft_model
+    cost = CostModel(cost_basis=cost_basis, rental_usd_per_gpu_hour=rental_usd_per_gpu_hour,
+                     capex_usd_per_gpu=capex_usd_per_gpu)
+    result = plan(model, hws, gpus=gpus[1], min_gpus=gpus[0], isl=isl, osl=osl, ttft_s=ttft,
+                  tpot_s=tpot, price=price, cost=cost, objective=objective,
+                  load_output_tokens_per_s=load,
+                  modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
+                  shapes=shapes,
+                  low_precision={"both": (False, True), "native": (False,),
+                                 "low": (True,)}[precision],
+                  **{k: v for k, v in grids.items()}, **fixed)
+    config_text = config_toml(result, price=price) if emit_config is not None else None
+    recs = result.recommendations
+    head = (f"{result.request['model']}: plan within {gpus[1]} GPUs, ISL {isl} / OSL {osl}, "
+            f"TTFT {'<= ' + format(ttft, 'g') + ' s' if ttft else 'free'}, "
+            f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}; "
+            f"best {objective} ({cost_basis} cost"
+            f"{', price ' + price if price else ''}); {len(result.candidates):,} candidates")
+    if fmt in ("table", "markdown"):
+        shown = recs[[c for c in TABLE_COLUMNS if c in recs]]
+        if load is None:
+            shown = shown.drop(columns=[c for c in ("gpus_for_load",) if c in shown])
+        text = render(_transpose(shown), fmt, header=head)
+        front = result.front
+        text += "\n\n" + render(
+            front[["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
+                   "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+                   "usd_per_mtok_output_all_in"]],
+            fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
+                        "tokens/s per GPU")
+    elif fmt == "json":
+        import json
+
+        from .tables import records
+        text = json.dumps({"recommendations": records(recs), "front": records(result.front),
+                           "request": result.request}, indent=2, allow_nan=False,
+                          default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    else:
+        text = render(recs, fmt)
+    if output is not None:
+        from ._io import write_text_atomic
+        write_text_atomic(output, text + "\n")
+    if plot_path is not None:
+        plot_front(result, plot_path)
+    if config_text is not None:
+        from ._io import write_text_atomic
+        write_text_atomic(emit_config, config_text)
+    click.echo(text)
+    if fmt in ("table", "markdown"):
+        for path, what in ((plot_path, "Pareto fronts"), (emit_config, "factory config of the "
+                                                          "first recommendation")):
+            if path is not None:
+                click.echo(f"wrote {path}: {what}")
+
+
+def _transpose(df):
+    """One column per hardware: a recommendation reads down, whatever the terminal width."""
+    import pandas as pd
+
+    out = pd.DataFrame({str(r["hardware"]): [r[c] for c in df.columns[1:]]
+                        for _, r in df.iterrows()}, index=list(df.columns[1:]))
+    out.insert(0, "", [_label(c) for c in df.columns[1:]])
+    scaled = out.copy()
+    for i, c in enumerate(df.columns[1:]):
+        for col in out.columns[1:]:
+            v = out.iloc[i][col]
+            if c.endswith(("_s",)) and isinstance(v, float) and math.isfinite(v):
+                scaled.iloc[i, list(out.columns).index(col)] = v * 1e3
+    return scaled.reset_index(drop=True)
+
+
+def _label(col: str) -> str:
+    from .tables import _display
+
+    name, factor = _display(col)
+    if col in ("ttft_s", "tpot_s"):
+        return name
+    return name
