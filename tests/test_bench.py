@@ -52,7 +52,7 @@ def test_one_grammar_parses_every_form(text, expected):
 @pytest.mark.parametrize("text, message", [
     ("batch_size=2.5", "must be a whole number"),
     ("tp=-8", "tp = -8 is out of range"),
-    ("kv_precision=fp5", "'fp5' is not a precision"),
+    ("kv_precision=fp5", "kv_precision = 'fp5' is not one of"),
     ("batch_size=1,2,2", "lists 2 twice"),
     ("acceptance_rate=1.5", "out of range"),
     ("cache_hit_rate=1", "out of range"),
@@ -89,7 +89,7 @@ def test_bad_durations_are_refused(text, message):
     # invalid shapes are usage errors (issue 12 item 3), not 'invalid' rows
     (["cheapest", "-p", "tp=-8"], "tp = -8 is out of range"),
     (["cheapest", "-p", "tp=3"], "tp = 3 must divide the 128 attention heads"),
-    (["cheapest", "-a", "kv_precision=fp5"], "'fp5' is not a precision"),
+    (["cheapest", "-a", "kv_precision=fp5"], "kv_precision = 'fp5' is not one of"),
     (["cheapest", "-p", "pp=2"], "unknown axis 'pp'"),
     (["cheapest", "-p", "dp=8,ep=3"], "ep = 3 must divide"),
     (["cheapest", "-p", "tp=8", "-a", "tp=4"], "tp is given twice"),

@@ -5,16 +5,39 @@ Public API::
     import inference_factory as inf
     ds = inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, batch_size=[1, 64, 256], kv_len=2048)
     df = inf.to_dataframe(ds)
+
+Names are imported on first use (module ``__getattr__``), so ``import inference_factory`` and
+the command line's ``--help`` do not pay for numpy, xarray and pandas until they are needed.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from .errors import SpecError  # noqa: E402
-from .specs import (HardwareSpec, ModelSpec, list_hardware, list_models,  # noqa: E402
-                    load_hardware, load_model)
-from .realism import Realism, load_realism  # noqa: E402
-from .engine import evaluate, to_dataframe  # noqa: E402
+#: public name -> module that defines it
+_LAZY = {
+    "SpecError": ".errors",
+    "HardwareSpec": ".specs", "ModelSpec": ".specs", "list_hardware": ".specs",
+    "list_models": ".specs", "load_hardware": ".specs", "load_model": ".specs",
+    "Realism": ".realism", "load_realism": ".realism",
+    "evaluate": ".engine", "to_dataframe": ".engine",
+    "plan": ".plan",
+}
 
-__all__ = ["SpecError", "HardwareSpec", "ModelSpec", "list_hardware", "list_models",
-           "load_hardware", "load_model", "Realism", "load_realism", "evaluate", "to_dataframe",
-           "__version__"]
+__all__ = [*_LAZY, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'inference_factory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -52,3 +52,11 @@ STRUCT_NUMBERS: dict[str, tuple[float, float]] = {
 PRECISION_AXES: tuple[str, ...] = ("weight_precision", "moe_precision", "kv_precision",
                                    "attention_precision", "dispatch_precision",
                                    "combine_precision")
+
+#: Sweep output formats by suffix.
+SWEEP_FORMATS: dict[str, str] = {".nc": "netCDF4", ".zarr": "Zarr folder", ".csv": "CSV",
+                                 ".parquet": "Parquet"}
+#: How a GPU-hour is charged.
+COST_BASES: tuple[str, ...] = ("rental", "capex", "tco")
+#: Points per block when the command line chunks a sweep on its own.
+DEFAULT_CHUNK_POINTS = 1_000_000

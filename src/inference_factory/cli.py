@@ -18,8 +18,8 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from . import __version__, units, validation
-from .engine import NUMERIC_AXES, RESOURCES, STRUCT_AXES, CacheTier, Overlap, evaluate
+from . import __version__, units
+from .axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
 from ._io import check_target, json_text, write_text_atomic
 from .errors import SpecError
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
@@ -378,6 +378,8 @@ def _fmt_text(x: Any) -> str:
 
 
 def _roofline_text(ds, point: dict[str, Any]) -> str:
+    from .engine import RESOURCES
+
     v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
     model, hw = ds["model"].item(), ds["hardware"].item()
     par = " ".join(f"{k}={point.get(k, STRUCT_AXES[k])}" for k in ("tp", "dp", "ep"))
@@ -483,6 +485,8 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
+    from .engine import evaluate
+
     point = {k: x for k, x in options.items() if x is not None}
     ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
                   detail="ops" if show_ops else "resources", **point)
@@ -512,6 +516,8 @@ def _validation_json(results, summary) -> str:
 
 
 def _validation_text(results, summary) -> str:
+    from . import validation
+
     rows = [(r.case_id, r.phase, r.hardware, r.metric, validation.format_number(r.predicted),
              validation.format_number(r.published),
              f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") for r in results.itertuples()]
@@ -541,6 +547,8 @@ def validate(cases_path: str, as_json: bool, output: str | None) -> None:
     then the median and worst |ln ratio| overall, by phase and by hardware. Nothing is
     fitted: the engine runs with the bundled realism constants.
     """
+    from . import validation
+
     suffix = os.path.splitext(output)[1].lower().lstrip(".") if output else ""
     if output is not None and suffix not in ("json", "csv"):
         raise SpecError(f"--output {output!r}: the file name must end in .json or .csv")

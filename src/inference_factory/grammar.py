@@ -217,7 +217,8 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
                 raise SpecError(f"{where}: {name} = {v!r} must be a finite number")
             top_open = name == "cache_hit_rate"
             if v < lo or v > hi or (top_open and v >= hi):
-                top = f"{hi:g})" if top_open else (f"{hi:g}]" if math.isfinite(hi) else "inf)")
+                top = f"{hi:g} (exclusive)]" if top_open else (
+                    f"{hi:g}]" if math.isfinite(hi) else "inf)")
                 raise SpecError(f"{where}: {name} = {v:g} is out of range; allowed "
                                 f"[{lo:g}, {top}" + (f" ({unit})" if unit else ""))
             if whole:
@@ -228,8 +229,7 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
                 v = float(v)
         elif name in PRECISION_AXES:
             if v not in PRECISIONS:
-                raise SpecError(f"{where}: {name} = {v!r} is not a precision; allowed: "
-                                f"{list(PRECISIONS)}")
+                raise SpecError(f"{where}: {name} = {v!r} is not one of {list(PRECISIONS)}")
         elif name == "overlap":
             if v not in OVERLAPS:
                 raise SpecError(f"{where}: overlap = {v!r} is not one of {list(OVERLAPS)}")
@@ -246,16 +246,17 @@ def parse_assignment(text: str, where: str, *, allowed: Iterable[str] = ENGINE_A
                      lists: bool = True) -> tuple[str, tuple]:
     """``"batch_size=1,2,4,...,64"`` -> ``("batch_size", (1, 2, 4, 8, 16, 32, 64))``, checked."""
     allowed = tuple(allowed)
+    at = f"{where} {text}".strip()
     if "=" not in text:
-        raise SpecError(f"{where} {text!r}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,256")
+        raise SpecError(f"{at}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,256")
     name, spec = (s.strip() for s in text.split("=", 1))
     name = name.replace("-", "_")
     if name not in allowed:
-        raise SpecError(f"{where} {text!r}: unknown axis {name!r}; allowed: {list(allowed)}")
-    values = parse_values(spec, f"{where} {text}")
+        raise SpecError(f"{at}: unknown axis {name!r}; allowed: {list(allowed)}")
+    values = parse_values(spec, at)
     if not lists and len(values) != 1:
-        raise SpecError(f"{where} {text!r}: give one value (this option does not take lists)")
-    return name, check_values(name, values, f"{where} {text}")
+        raise SpecError(f"{at}: give one value (this option does not take lists)")
+    return name, check_values(name, values, at)
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +322,7 @@ class AxisParam(click.ParamType):
             name, values = parse_assignment(value, _opt(param), allowed=self.allowed,
                                             lists=self.lists)
         except SpecError as exc:
-            raise click.BadParameter(str(exc).removeprefix(f"{_opt(param)} "), ctx, param) from None
+            raise click.UsageError(str(exc), ctx) from None
         return (name, values) if self.lists else (name, values[0])
 
 
@@ -331,7 +332,8 @@ def collect_axes(ctx, param, value) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, values in value or ():
         if name in out:
-            raise click.BadParameter(f"{name} is given twice; give each axis once", ctx, param)
+            raise click.UsageError(f"{_opt(param)} {name} is given twice; give each axis once",
+                                   ctx)
         out[name] = values
     return out
 
@@ -359,7 +361,7 @@ class DurationParam(click.ParamType):
         try:
             return parse_duration(value, _opt(param), bare_unit=self.bare_unit)
         except SpecError as exc:
-            raise click.BadParameter(str(exc).removeprefix(f"{_opt(param)} "), ctx, param) from None
+            raise click.UsageError(str(exc), ctx) from None
 
 
 #: Keys of one parallelism shape.
@@ -378,13 +380,14 @@ class ShapeParam(click.ParamType):
         for part in str(value).split(","):
             try:
                 if "=" not in part:
-                    raise SpecError(f"{value!r}: expected NAME=N[,NAME=N...] with NAME in "
+                    raise SpecError(f"{_opt(param)} {value}: expected NAME=N[,NAME=N...] with NAME in "
                                     f"{list(SHAPE_KEYS)}, e.g. dp=8,ep=8")
-                name, (v,) = parse_assignment(part, "", allowed=SHAPE_KEYS, lists=False)
+                name, (v,) = parse_assignment(part, _opt(param), allowed=SHAPE_KEYS,
+                                              lists=False)
             except SpecError as exc:
-                raise click.BadParameter(str(exc).strip(), ctx, param) from None
+                raise click.UsageError(str(exc), ctx) from None
             if name in out:
-                raise click.BadParameter(f"{value!r}: {name} is given twice", ctx, param)
+                raise click.UsageError(f"{_opt(param)} {value}: {name} is given twice", ctx)
             out[name] = v
         return out
 
@@ -429,7 +432,7 @@ class DistributionParam(click.ParamType):
                 values = check_values(name, values, value)
             return name, values
         except SpecError as exc:
-            raise click.BadParameter(str(exc), ctx, param) from None
+            raise click.UsageError(f"{_opt(param)} {exc}", ctx) from None
 
 
 def number(token: str, where: str) -> float:

@@ -24,9 +24,9 @@ def _gpus(ctx, param, value):
     try:
         values = g.parse_values(value, "--gpus")
     except SpecError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+        raise click.UsageError(str(exc), ctx) from None
     if not all(isinstance(v, int) and v >= 1 for v in values):
-        raise click.BadParameter(f"{value!r}: GPU counts are whole numbers >= 1", ctx, param)
+        raise click.UsageError(f"--gpus {value}: GPU counts are whole numbers >= 1", ctx)
     return min(values), max(values)
 
 

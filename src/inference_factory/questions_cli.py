@@ -234,7 +234,7 @@ def _values_option(name: str, default: str, help: str):
         try:
             return list(g.parse_assignment(f"{name}={value}", param.opts[0])[1])
         except SpecError as exc:
-            raise click.BadParameter(str(exc).split(": ", 1)[-1], ctx, param) from None
+            raise click.UsageError(str(exc), ctx) from None
     return click.option(f"--{name.replace('_', '-')}", name, default=None, callback=convert,
                         metavar="VALUES", help=f"{help} (range grammar; default {default}).")
 

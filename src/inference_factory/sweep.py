@@ -60,7 +60,8 @@ from .economics import CostModel, add_economics
 from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
 from . import schema as schemas
 from ._io import atomic_output
-from .grammar import MAX_AXIS_LENGTH, parse_values, scalar as _scalar  # noqa: F401
+from .axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
+from .grammar import MAX_AXIS_LENGTH, check_values, parse_values, scalar as _scalar  # noqa: F401
 from .errors import SpecError
 from .realism import Realism, load_realism
 from .specs import _read_toml, data_dir, load_hardware, load_model
@@ -68,11 +69,7 @@ from .specs import _read_toml, data_dir, load_hardware, load_model
 #: Axes a sweep may vary, in the engine's dimension order.
 SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
 #: Output formats by suffix.
-FORMATS: dict[str, str] = {".nc": "netCDF4", ".zarr": "Zarr folder", ".csv": "CSV",
-                           ".parquet": "Parquet"}
-COST_BASES = ("rental", "capex", "tco")
-#: Points per block when the command line chunks a sweep on its own.
-DEFAULT_CHUNK_POINTS = 1_000_000
+FORMATS: dict[str, str] = SWEEP_FORMATS
 
 
 
@@ -178,7 +175,7 @@ def parse_axis(text: str, where: str | None = None) -> tuple[str, tuple]:
         raise SpecError(f"{where}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,1024")
     name, spec = (s.strip() for s in text.split("=", 1))
     _check_axis_name(name, where)
-    return name, _coerce(name, parse_values(spec, where), where)
+    return name, _coerce(name, check_values(name, parse_values(spec, where), where), where)
 
 
 def parse_setting(text: str, where: str | None = None) -> tuple[str, Any]:
@@ -190,7 +187,7 @@ def parse_setting(text: str, where: str | None = None) -> tuple[str, Any]:
     _check_axis_name(name, where, allow_lists=False)
     if not value:
         raise SpecError(f"{where}: no value given for {name}")
-    return name, _coerce(name, (_scalar(value),), where)[0]
+    return name, _coerce(name, check_values(name, (_scalar(value),), where), where)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,7 +247,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         else:
             raise SpecError(f"{where} = {raw!r} must be a list or a specification string "
                             "such as \"1,2,4,...,1024\" or \"0:0.9:10\"")
-        values = _coerce(key, values, where)
+        values = _coerce(key, check_values(key, values, where), where)
         if key == "model":
             if models is not None:
                 raise SpecError(f"{where}: model is also given in [sweep]; give it once")
@@ -270,7 +267,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
             raise SpecError(f"{where}: {key} is also an axis in [axes]; give it once")
         if isinstance(raw, (list, dict)) or isinstance(raw, bool):
             raise SpecError(f"{where} = {raw!r} must be one value (lists go in [axes])")
-        fixed[key] = _coerce(key, (raw,), where)[0]
+        fixed[key] = _coerce(key, check_values(key, (raw,), where), where)[0]
 
     price, cost = None, None
     if f.economics is not None:

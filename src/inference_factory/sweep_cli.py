@@ -17,14 +17,11 @@ from typing import Any
 
 import click
 
+from .axes import COST_BASES, DEFAULT_CHUNK_POINTS
+from .axes import SWEEP_FORMATS as FORMATS
 from .errors import SpecError
-from .sweep import (COST_BASES, DEFAULT_CHUNK_POINTS, FORMATS, SweepSpec, check_size,
-                    dask_scheduler,
-                    load_sweep_file, output_format, parse_axis, parse_setting,
-                    run_sweep, write_result)
-from .economics import CostModel
-from .schema import MAX_SWEEP_POINTS
-from .sweep_plot import check_plot, parse_size, plot_sweep
+from .bounds import MAX_SWEEP_POINTS
+from .grammar import ENGINE_AXES, AxisParam, collect_axes
 
 #: Grids up to this many points are evaluated in memory unless --chunk-size is given.
 AUTO_CHUNK_POINTS = 2_000_000
@@ -37,8 +34,11 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
                axes: tuple[str, ...], settings: tuple[str, ...], *, ideal: bool,
-               draft_model: str | None, price: str | None, cost_basis: str | None) -> SweepSpec:
+               draft_model: str | None, price: str | None, cost_basis: str | None):
     """The sweep described by a sweep file and/or command-line options (options win)."""
+    from .economics import CostModel
+    from .sweep import SweepSpec, load_sweep_file, parse_axis, parse_setting
+
     models, hardware = _names(models), _names(hardware)
     if config is not None:
         spec = load_sweep_file(config)
@@ -51,11 +51,11 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
             raise SpecError("give a sweep file (--config FILE.toml) or both --model and "
                             "--hardware")
         spec = SweepSpec(models=models, hardware=hardware)
-    for text in axes:
-        name, values = parse_axis(text)
+    for name, values in _parsed(axes, "--axis", parse_axis).items():
         spec = spec.with_axis(name, values)
-    for text in settings:
-        name, value = parse_setting(text)
+    for name, value in _parsed(settings, "--set", parse_setting).items():
+        if name in axes if isinstance(axes, dict) else False:
+            raise SpecError(f"{name} is given twice: --axis and --set; give it once")
         spec = spec.with_fixed(name, value)
     changes: dict[str, Any] = {}
     if ideal:
@@ -67,6 +67,23 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
     if cost_basis is not None:
         changes["cost"] = replace(spec.cost or CostModel(), cost_basis=cost_basis)
     return replace(spec, **changes) if changes else spec
+
+
+def _parsed(items, option: str, parse) -> dict[str, Any]:
+    """``--axis`` / ``--set`` values: already parsed by the option grammar (a dict), or
+    strings (library callers); numeric axes as floats, as in sweep files."""
+    from .sweep import _coerce
+
+    if isinstance(items, dict):
+        return {k: (_coerce(k, v, f"{option} {k}") if isinstance(v, tuple)
+                    else _coerce(k, (v,), f"{option} {k}")[0]) for k, v in items.items()}
+    out: dict[str, Any] = {}
+    for text in items:
+        name, value = parse(text)
+        if name in out:
+            raise SpecError(f"{option} {name} is given twice; give each axis once")
+        out[name] = value
+    return out
 
 
 def _shape(ds) -> str:
@@ -84,10 +101,12 @@ def _shape(ds) -> str:
               help="Model(s); repeat or comma-separate. Several add a 'model' dimension.")
 @click.option("--hardware", "-H", "hardware", multiple=True, metavar="NAME[,NAME...]",
               help="Hardware; repeat or comma-separate. Several add a 'hardware' dimension.")
-@click.option("--axis", "-a", "axes", multiple=True, metavar="NAME=VALUES",
+@click.option("--axis", "-a", "axes", multiple=True, callback=collect_axes,
+              type=AxisParam(("model", "hardware", *ENGINE_AXES)),
               help="A swept axis (repeatable): 1,2,4 | 1,2,4,...,1024 | 0:0.95:20 (n points) "
                    "| geom:1:1024:11 | 0..4 | bf16,fp8.")
-@click.option("--set", "-s", "settings", multiple=True, metavar="NAME=VALUE",
+@click.option("--set", "-s", "settings", multiple=True, callback=collect_axes,
+              type=AxisParam(ENGINE_AXES, lists=False),
               help="Hold an axis at one value (repeatable), e.g. --set kv_len=4096 --set dp=32.")
 @click.option("--draft-model", default=None, help="Separate draft model for draft_depth > 0.")
 @click.option("--ideal", is_flag=True, help="Pure roofline: realism terms off.")
@@ -142,6 +161,9 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
         --axis batch_size=1,2,4,...,256 --axis draft_depth=0..3 -o grid.parquet \\
         --plot grid.png --x batch_size --y draft_depth --var decode_tokens_per_s_per_gpu
     """
+    from .sweep import check_size, dask_scheduler, output_format, run_sweep, write_result
+    from .sweep_plot import check_plot, parse_size, plot_sweep
+
     t0 = time.perf_counter()
     spec = build_spec(config, models, hardware, axes, settings, ideal=ideal,
                       draft_model=draft_model, price=price, cost_basis=cost_basis)

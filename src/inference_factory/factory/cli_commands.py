@@ -5,12 +5,15 @@ from __future__ import annotations
 import click
 
 from .._io import check_target, write_text_atomic
-from ..schema import MAX_REQUESTS
-from .compare import compare, format_compare, format_simulate, simulate_one, to_json
-from .config import load_config
+from ..bounds import MAX_REQUESTS
+
+# the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
+# command line's --help stays fast
 
 
 def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
+    from .compare import to_json
+
     js = to_json(result)
     if output:
         write_text_atomic(output, js + "\n")
@@ -36,6 +39,8 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
     with a per-lever attribution and when speculation and expert balancing pay."""
     import sys
 
+    from .compare import compare, format_compare
+
     if report is not None and not report.lower().endswith(".md"):
         raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
     cfg = _load(config, n_requests, output)
@@ -59,6 +64,8 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
     """Run one scenario on its trace."""
+    from .compare import format_simulate, simulate_one
+
     cfg = _load(config, n_requests, output)
     result = simulate_one(cfg)
     _emit(result, as_json, output, format_simulate(result))
@@ -66,6 +73,8 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
 
 def _load(config: str, n_requests: int | None, output: str | None = None):
     import dataclasses
+
+    from .config import load_config
 
     if output:
         check_target(output)        # a bad --output fails before the simulation runs
