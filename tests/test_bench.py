@@ -234,3 +234,29 @@ def test_sweep_cli_log_options_need_a_plot(tmp_path):
     line = fails(run("sweep", "-m", DS, "-H", "H800", "-a", "batch_size=1,2", "-o",
                      str(tmp_path / "a.csv"), "--log-color"))
     assert "give --plot" in line
+
+
+# --------------------------------------------------------------------------------------------
+# results remember what they are
+# --------------------------------------------------------------------------------------------
+
+
+def test_evaluate_records_scalar_structural_choices_as_coordinates():
+    import pandas as pd
+
+    import inference_factory as inf
+
+    a = inf.evaluate(DS, "H800-SXM", dp=32, ep=32, kv_precision="fp8", batch_size=[1, 8])
+    b = inf.evaluate(DS, "H800-SXM", tp=8, batch_size=[1, 8])
+    assert (int(a.tp), int(a.dp), int(a.ep)) == (1, 32, 32)
+    assert str(a.kv_precision.values) == "fp8" and str(b.kv_precision.values) == "bf16"
+    # defaults are recorded as resolved: the model's native weight precision, the skew used
+    assert str(a.weight_precision.values) == inf.load_model(DS).weight_precision
+    assert float(a.expert_skew) == inf.load_realism().default_expert_skew
+    assert a.tp.dtype.kind == "i"                    # integer axes stay integers
+    # two calls' frames stay apart
+    both = pd.concat([inf.to_dataframe(a), inf.to_dataframe(b)])
+    assert set(zip(both.tp, both.dp, both.ep)) == {(1, 32, 32), (8, 1, 1)}
+    # a structural list is a dimension, not a scalar coordinate
+    c = inf.evaluate(DS, "H800-SXM", dp=32, ep=32, kv_precision=["bf16", "fp8"])
+    assert c.kv_precision.dims == ("kv_precision",) and c.tp.dims == ()

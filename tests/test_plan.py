@@ -214,3 +214,14 @@ def test_plan_cli_json_plot_and_config(tmp_path):
 ])
 def test_plan_cli_bad_input_is_one_line(args, message):
     assert message in fails(run("plan", *args))
+
+
+def test_plan_cli_gpu_budget_is_an_upper_bound_and_a_range_sets_the_floor():
+    base = ["plan", "-H", "B200", "--isl", "4096", "--osl", "1024", "--tpot", "50ms",
+            "-a", "batch_size=64", "-a", "draft_depth=0", "-a", "prefill_batch_size=1",
+            "--precision", "low", "--json"]
+    small = json.loads(ok(run(*base, "--gpus", "16")))["request"]
+    assert (small["min_gpus"], small["gpus"]) == (1, 16)
+    floor = json.loads(ok(run(*base, "--gpus", "8..16")))
+    assert (floor["request"]["min_gpus"], floor["request"]["gpus"]) == (8, 16)
+    assert all(r["tp"] * r["dp"] >= 8 for r in floor["front"])

@@ -27,7 +27,7 @@ def _gpus(ctx, param, value):
         raise click.UsageError(str(exc), ctx) from None
     if not all(isinstance(v, int) and v >= 1 for v in values):
         raise click.UsageError(f"--gpus {value}: GPU counts are whole numbers >= 1", ctx)
-    return min(values), max(values)
+    return (1 if len(values) == 1 else min(values)), max(values)
 
 
 @click.command("plan")
@@ -42,7 +42,8 @@ def _gpus(ctx, param, value):
               help="Prompt tokens per request.")
 @click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Output tokens per request.")
-@click.option("--ttft", type=g.DurationParam(), default=None, help="TTFT target, e.g. 2s.")
+@click.option("--ttft", type=g.DurationParam(), default="5s", show_default=True,
+              help="TTFT target (the default is a factory config's default [slo] ttft_s).")
 @click.option("--tpot", type=g.DurationParam(), default=None, help="TPOT target, e.g. 50ms.")
 @click.option("--objective", type=click.Choice(["usd_per_mtok_output_all_in",
                                                 "output_tokens_per_s_per_gpu",

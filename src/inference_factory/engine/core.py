@@ -163,10 +163,14 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
 
     dim_order, dim_sizes, raw_axes = _raw_axes(axes)
     blocks = []
+    chosen: dict[str, set] = {k: set() for k in STRUCT_AXES if k not in struct_dims}
     for mi, hi in itertools.product(models, hws):
         for combo in itertools.product(*struct.values()):
             s = dict(zip(struct, combo))
             g = validate_struct(mi, hi, s, rl, expert_popularity)
+            for k, v in _resolved_struct(g, s).items():
+                if k in chosen:
+                    chosen[k].add(v)
             if (draft is None and mi.n_mtp_modules == 0
                     and np.any(np.asarray(axes["draft_depth"]) > 0)):
                 raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
@@ -198,6 +202,14 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
                  and list(ds.indexes[k]) != list(v)}
         ds = ds.reindex(order) if order else ds
         ds = ds.squeeze([d for d in ("model", "hardware") if ds.sizes[d] == 1])
+    # structural choices held at one value (defaults resolved) are scalar coordinates, so a
+    # result remembers its shape and precisions (and frames of several calls stay apart)
+    ds = ds.assign_coords({k: next(iter(v)) for k, v in chosen.items() if len(v) == 1})
+    for k in chosen:
+        if k in ds.coords:
+            ds[k].attrs["long_name"] = STRUCT_LONG_NAMES.get(k, k)
+            if k in ("tp", "dp", "ep", "redundant_experts"):
+                ds[k].attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
     ds.attrs.update({
         "title": "inference-factory roofline evaluation",
         "inference_factory_version": __version__,
@@ -283,6 +295,29 @@ _N_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffini
 _UNITS = {"_s": "s", "_per_gpu": "per GPU", "_frac": "1", "_tokens_per_s_per_gpu": "tokens/s/GPU",
           "_tokens_per_s_per_user": "tokens/s/user", "_bytes_per_gpu": "bytes",
           "_flop_per_gpu": "FLOP"}
+
+
+#: Descriptions of the structural coordinates.
+STRUCT_LONG_NAMES = {
+    "tp": "tensor-parallel degree", "dp": "attention data-parallel degree",
+    "ep": "expert-parallel degree", "redundant_experts": "redundant expert replicas",
+    "expert_skew": "Zipf skew of expert popularity",
+    "context_cv": "coefficient of variation of context across DP ranks",
+    "weight_precision": "non-expert weight precision", "moe_precision": "routed-expert precision",
+    "kv_precision": "KV-cache precision", "attention_precision": "attention math precision",
+    "dispatch_precision": "MoE dispatch precision", "combine_precision": "MoE combine precision",
+    "overlap": "overlap policy", "cache_tier": "prefix-cache tier",
+}
+
+
+def _resolved_struct(g, s: Mapping[str, Any]) -> dict[str, Any]:
+    """The structural choices of one block as used (defaults resolved by validate_struct)."""
+    return {"tp": g.tp, "dp": g.dp, "ep": g.ep, "redundant_experts": g.redundant,
+            "expert_skew": g.skew, "context_cv": g.context_cv, "weight_precision": g.wprec,
+            "moe_precision": g.eprec, "kv_precision": g.kvprec, "attention_precision": g.aprec,
+            "dispatch_precision": s["dispatch_precision"] or "fp8",
+            "combine_precision": s["combine_precision"] or "bf16", "overlap": g.overlap,
+            "cache_tier": g.tier}
 
 
 def _unit_of(name: str) -> str:
