@@ -302,6 +302,13 @@ def _decode_frame(ds) -> pd.DataFrame:
     return df[[c for c in keep if c in df]]
 
 
+def _along(da, shape, float_: bool = True) -> np.ndarray:
+    """A prefill variable along ``prefill_batch_size`` only (the decode axes it does not
+    depend on are length-1 dimensions when every axis has one value)."""
+    da = da.isel({d: 0 for d in da.dims if d != "prefill_batch_size"})
+    return np.broadcast_to(np.asarray(da.values, float if float_ else object), shape)
+
+
 def _prefill_best(ds, ttft_s: float | None) -> pd.DataFrame:
     """Per overlap: the prefill batch with the most input tokens/s per GPU meeting TTFT
     (NaN row where none does), and whether the instance's weights fit at all."""
@@ -309,9 +316,9 @@ def _prefill_best(ds, ttft_s: float | None) -> pd.DataFrame:
     for ov in ds["overlap"].values:
         one = ds.sel(overlap=ov)
         pb = np.atleast_1d(one["prefill_batch_size"].values)
-        p = np.broadcast_to(np.asarray(one["prefill_tokens_per_s_per_gpu"].values, float), pb.shape)
-        t = np.broadcast_to(np.asarray(one["ttft_s"].values, float), pb.shape)
-        cin = np.broadcast_to(np.asarray(one["usd_per_mtok_input"].values, float), pb.shape)
+        p = _along(one["prefill_tokens_per_s_per_gpu"], pb.shape)
+        t = _along(one["ttft_s"], pb.shape)
+        cin = _along(one["usd_per_mtok_input"], pb.shape)
         ok = np.ones(pb.shape, bool) if ttft_s is None else t <= ttft_s
         # the instance fits where its weights and one sequence at the final length fit
         mb = one["max_batch_size"]
@@ -323,8 +330,8 @@ def _prefill_best(ds, ttft_s: float | None) -> pd.DataFrame:
             i = int(np.flatnonzero(ok)[np.argmax(p[ok])])
             row.update(prefill_batch_size=float(pb[i]), prefill_tokens_per_s_per_gpu=float(p[i]),
                        ttft_s=float(t[i]), usd_per_mtok_input=float(cin[i]),
-                       prefill_binding_resource=str(np.broadcast_to(
-                           one["prefill_binding_resource"].values, pb.shape)[i]))
+                       prefill_binding_resource=str(_along(
+                           one["prefill_binding_resource"], pb.shape, float_=False)[i]))
         else:
             row.update(prefill_batch_size=np.nan, prefill_tokens_per_s_per_gpu=np.nan,
                        ttft_s=np.nan, usd_per_mtok_input=np.nan, prefill_binding_resource="")
