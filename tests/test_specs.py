@@ -18,6 +18,7 @@ from inference_factory import units
 from inference_factory.errors import SpecError
 from inference_factory.realism import TERMS, Realism, load_realism
 from inference_factory.specs import (
+    bundled_dir,
     data_dir,
     list_hardware,
     list_models,
@@ -474,15 +475,20 @@ def test_hardware_dir_env_var(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
 
     assert data_dir("hardware") == tmp_path
-    assert list_hardware() == ["My-GPU"]
+    # the user's folder comes first on a search path; the bundled specs stay visible
+    assert "My-GPU" in list_hardware() and "H100-SXM" in list_hardware()
     hw = load_hardware("my-gpu")
     assert hw.name == "My-GPU"
     assert Path(hw.path).parent == tmp_path
     assert load_hardware("myalias").name == "My-GPU"
-    # the bundled files are no longer visible by name
+    assert Path(load_hardware("H100-SXM").path).parent == bundled_dir("hardware")
+    # a user's file shadows a bundled one of the same alias
+    shadow = _replace(H100_TEXT, 'name = "H100-SXM"', 'name = "H100-custom"')
+    _write(tmp_path, "H100-custom", shadow)
+    assert load_hardware("H100").name == "H100-custom"
     with pytest.raises(SpecError) as ei:
-        load_hardware("H100-SXM")
-    assert "['My-GPU']" in str(ei.value) and str(tmp_path) in str(ei.value)
+        load_hardware("nope")
+    assert "'My-GPU'" in str(ei.value) and str(tmp_path) in str(ei.value)
     # an explicit folder still wins over the environment
     assert "H100-SXM" in list_hardware(REPO / "hardware")
 

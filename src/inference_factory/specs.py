@@ -26,19 +26,27 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_DIR.parents[1]
 
 
-def data_dir(kind: str) -> Path:
-    """Folder holding the bundled ``hardware``, ``models`` or ``configs`` files.
-
-    Order: environment variable ``INFERENCE_FACTORY_<KIND>_DIR``; the copy shipped inside
-    the wheel (``inference_factory/_data/<kind>``); the top-level folder of a source checkout.
-    """
-    env = os.environ.get(f"INFERENCE_FACTORY_{kind.upper()}_DIR")
-    if env:
-        return Path(env)
+def bundled_dir(kind: str) -> Path:
+    """The bundled ``hardware``, ``models`` or ``configs`` folder: the copy shipped inside the
+    wheel (``inference_factory/_data/<kind>``), else the top-level folder of a source checkout."""
     shipped = _PACKAGE_DIR / "_data" / kind
     if shipped.is_dir():
         return shipped
     return _REPO_ROOT / kind
+
+
+def data_dirs(kind: str) -> list[Path]:
+    """The search path for ``kind``: the folders of ``INFERENCE_FACTORY_<KIND>_DIR``
+    (``os.pathsep``-separated, first wins), then the bundled folder. A user's file shadows a
+    bundled one of the same name or alias; every other bundled file stays visible."""
+    env = os.environ.get(f"INFERENCE_FACTORY_{kind.upper()}_DIR")
+    user = [Path(p) for p in env.split(os.pathsep) if p] if env else []
+    return user + [bundled_dir(kind)]
+
+
+def data_dir(kind: str) -> Path:
+    """The first folder of :func:`data_dirs` (the user's, if any, else the bundled one)."""
+    return data_dirs(kind)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,15 +510,17 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
         if not p.is_file():
             raise SpecError(f"{s}: {kind} file not found")
         return p
-    folder = Path(folder) if folder is not None else data_dir(kind)
-    if not folder.is_dir():
-        raise SpecError(f"{folder}: {kind} folder not found")
-    idx = _index(folder, None)
-    try:
-        return idx[s.lower()]
-    except KeyError:
-        names = sorted(p.stem for p in folder.glob("*.toml"))
-        raise SpecError(f"unknown {kind.rstrip('s')} {s!r} in {folder}; available: {names}") from None
+    folders = [Path(folder)] if folder is not None else data_dirs(kind)
+    for f in folders:
+        if not f.is_dir():
+            raise SpecError(f"{f}: {kind} folder not found")
+    for f in folders:
+        hit = _index(f, None).get(s.lower())
+        if hit is not None:
+            return hit
+    names = sorted({p.stem for f in folders for p in f.glob("*.toml")})
+    where = ", ".join(str(f) for f in folders)
+    raise SpecError(f"unknown {kind.rstrip('s')} {s!r} in {where}; available: {names}")
 
 
 _CACHE: dict[tuple[str, float], Any] = {}
@@ -537,15 +547,19 @@ def load_model(name: str | os.PathLike, folder: str | os.PathLike | None = None)
     return _cached(_resolve(name, "models", folder), _parse_model)
 
 
+def _list(kind: str, folder) -> list[str]:
+    folders = [Path(folder)] if folder is not None else data_dirs(kind)
+    for f in folders:
+        if not f.is_dir():
+            raise SpecError(f"{f}: {kind} folder not found")
+    return sorted({p.stem for f in folders for p in f.glob("*.toml")})
+
+
 def list_hardware(folder: str | os.PathLike | None = None) -> list[str]:
-    folder = Path(folder) if folder is not None else data_dir("hardware")
-    if not folder.is_dir():
-        raise SpecError(f"{folder}: hardware folder not found")
-    return sorted(p.stem for p in folder.glob("*.toml"))
+    """Names of the hardware specs on the search path (or in ``folder``)."""
+    return _list("hardware", folder)
 
 
 def list_models(folder: str | os.PathLike | None = None) -> list[str]:
-    folder = Path(folder) if folder is not None else data_dir("models")
-    if not folder.is_dir():
-        raise SpecError(f"{folder}: models folder not found")
-    return sorted(p.stem for p in folder.glob("*.toml"))
+    """Names of the model specs on the search path (or in ``folder``)."""
+    return _list("models", folder)

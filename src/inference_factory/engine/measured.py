@@ -27,7 +27,7 @@ from ..kernels import attention as katt
 from ..kernels import comm as kcomm
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
-from ..specs import HardwareSpec, data_dir, load_hardware, load_model
+from ..specs import HardwareSpec, data_dirs, load_hardware, load_model
 from . import grid as G
 
 #: dtype names of the tables -> (our precision for the peak, bytes per element)
@@ -420,8 +420,10 @@ def tables_for(hw: HardwareSpec) -> DeviceTables | None:
     (``[measured] kernel_tables``); None for a device without any (e.g. the MI series)."""
     name = hw.kernel_tables or hw.name
     if name not in _DEVICES:
-        folder = data_dir("hardware") / "measured" / name
-        if folder.is_dir():
+        found = [d / "measured" / name for d in data_dirs("hardware")
+                 if (d / "measured" / name).is_dir()]
+        folder = found[0] if found else None
+        if folder is not None:
             table_hw = hw if name == hw.name else load_hardware(name)
             _DEVICES[name] = DeviceTables(folder, table_hw)
         else:
