@@ -260,3 +260,47 @@ def test_evaluate_records_scalar_structural_choices_as_coordinates():
     # a structural list is a dimension, not a scalar coordinate
     c = inf.evaluate(DS, "H800-SXM", dp=32, ep=32, kv_precision=["bf16", "fp8"])
     assert c.kv_precision.dims == ("kv_precision",) and c.tp.dims == ()
+
+
+# --------------------------------------------------------------------------------------------
+# every command: --help, and the catalog commands' happy paths
+# --------------------------------------------------------------------------------------------
+
+
+def _commands(group, path=()):
+    import click
+
+    for name, cmd in group.commands.items():
+        yield (*path, name)
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*path, name))
+
+
+@pytest.mark.parametrize("path", list(_commands(cli)), ids=" ".join)
+def test_every_command_has_help(path):
+    text = ok(run(*path, "--help"))
+    assert text.startswith("Usage: inference-factory " + " ".join(path))
+
+
+def test_prices_list_and_show_read_the_bundled_prices():
+    from inference_factory.factory.config import load_prices
+
+    rows = json.loads(ok(run("prices", "list", "--json")))["rows"]
+    assert {r["id"] for r in rows} == set(load_prices())
+    ds = json.loads(ok(run("prices", "list", "-m", "deepseek-v3", "--json")))["rows"]
+    assert ds and all(r["model"] == "DeepSeek-V3" for r in ds)
+    shown = ok(run("prices", "show", "deepseek-chat-2025-02"))
+    assert "DS_PRICING" in shown and "1.1" in shown
+    assert "is not a price id" in fails(run("prices", "show", "nope"))
+
+
+def test_configs_list_and_show_from_the_package():
+    from inference_factory.factory.config import load_config
+
+    rows = {r["name"]: r for r in json.loads(ok(run("configs", "list", "--json")))["rows"]}
+    assert rows["factory"]["kind"] == "factory" and rows["sweeps/decode_grid"]["kind"] == "sweep"
+    path = ok(run("configs", "show", "factory", "--path")).strip()
+    assert load_config(path).name == "factory"
+    text = ok(run("configs", "show", "factory.toml"))
+    assert text.startswith("#") and "[decode]" in text
+    assert "unknown config 'nope'" in fails(run("configs", "show", "nope"))

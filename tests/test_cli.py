@@ -47,16 +47,20 @@ def roofline_json(run, *args: str) -> dict:
 # ============================================================================================
 
 
-def test_hardware_list_names_and_descriptions(run):
+def test_hardware_list_names_key_figures_and_descriptions(run):
     out = ok(run("hardware", "list"))
     lines = out.splitlines()
-    assert lines[0].split()[:2] == ["NAME", "DESCRIPTION"]
-    for name in ("H800-SXM", "H100-SXM", "B200", "MI300X"):
-        row = next(line for line in lines if line.split()[0] == name)
-        assert inf.load_hardware(name).description in row
-    # one row per bundled file, in the library's order
-    names = [line.split()[0] for line in lines[2:]]
-    assert names == inf.list_hardware()
+    assert lines[0].split()[:3] == ["name", "vendor", "hbm_gb"]
+    rows = json.loads(ok(run("hardware", "list", "--json")))["rows"]
+    # one row per bundled file, in the library's order, with the spec's own figures
+    assert [r["name"] for r in rows] == inf.list_hardware()
+    for r in rows:
+        hw = inf.load_hardware(r["name"])
+        assert r["description"] == hw.description
+        assert r["hbm_gb"] == pytest.approx(hw.hbm_capacity_bytes / 1e9)
+        assert r["bf16_tflop_per_s"] == pytest.approx(hw.dense_flop_per_s["bf16"] / 1e12)
+    table_names = [line.split()[0] for line in lines[2:] if line and not line.startswith(" ")]
+    assert table_names == inf.list_hardware()
 
 
 @pytest.mark.parametrize("alias", ["h800", "H800", "H800-SXM", "h800-sxm5"])

@@ -123,6 +123,24 @@ def _json_value(v: Any) -> Any:
     return v
 
 
+def _format_option(func):
+    from .tables import format_option
+
+    return format_option(func)
+
+
+def _chosen_format(fmt, as_json):
+    from .tables import chosen_format
+
+    return chosen_format(fmt, as_json)
+
+
+def _render(df, fmt: str, header: str = "") -> str:
+    from .tables import render
+
+    return render(df, fmt, header=header)
+
+
 def _dump_json(obj: Any) -> None:
     click.echo(json_text(obj))
 
@@ -154,17 +172,33 @@ def hardware_group() -> None:
 
 
 @hardware_group.command("list")
-def hardware_list() -> None:
-    """Bundled accelerators: name and one-line description."""
-    rows = []
+@_format_option
+def hardware_list(fmt: str | None, as_json: bool) -> None:
+    """Accelerators on the search path: key figures (vendor units) and a description."""
+    rows: list[dict] = []
     for name in list_hardware():
         try:
             hw = load_hardware(name)
         except SpecError as exc:     # one broken file does not hide the others
-            rows.append((name, _unloadable(exc)))
+            rows.append({"name": name, "description": _unloadable(exc)})
             continue
-        rows.append((hw.name, hw.description))
-    click.echo(_table(["NAME", "DESCRIPTION"], rows))
+        tf = {p: hw.dense_flop_per_s.get(p, float("nan")) / units.TFLOP
+              for p in ("bf16", "fp8", "fp4")}
+        rows.append({"name": hw.name, "vendor": hw.vendor,
+                     "hbm_gb": hw.hbm_capacity_bytes / units.GB,
+                     "hbm_tb_per_s": hw.hbm_bw_bytes_per_s / units.TB,
+                     **{f"{p}_tflop_per_s": v for p, v in tf.items()},
+                     "scale_up_gpus": hw.scale_up_domain_gpus,
+                     "rental_usd_per_gpu_hour": hw.price.get("rental_usd_per_gpu_hour",
+                                                             float("nan")),
+                     "description": hw.description, "file": hw.path})
+    keys = ["name", "vendor", "hbm_gb", "hbm_tb_per_s", "bf16_tflop_per_s", "fp8_tflop_per_s",
+            "fp4_tflop_per_s", "scale_up_gpus", "rental_usd_per_gpu_hour", "description", "file"]
+    rows = [{k: r.get(k) for k in keys} for r in rows]
+    fmt = _chosen_format(fmt, as_json)
+    if fmt in ("table", "markdown"):      # no pandas here: 'hardware list' starts fast
+        rows = [{k: v for k, v in r.items() if k != "file"} for r in rows]
+    click.echo(_render(rows, fmt))
 
 
 def _unloadable(exc: SpecError) -> str:
@@ -602,3 +636,9 @@ cli.add_command(sweep_cmd)
 from .plan_cli import plan_cmd  # noqa: E402
 
 cli.add_command(plan_cmd)
+
+# prices list|show, configs list|show: catalog_cli.py
+from .catalog_cli import COMMANDS as _CATALOG_COMMANDS  # noqa: E402
+
+for _cmd in _CATALOG_COMMANDS:
+    cli.add_command(_cmd)
