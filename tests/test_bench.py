@@ -304,3 +304,13 @@ def test_configs_list_and_show_from_the_package():
     text = ok(run("configs", "show", "factory.toml"))
     assert text.startswith("#") and "[decode]" in text
     assert "unknown config 'nope'" in fails(run("configs", "show", "nope"))
+
+
+def test_roofline_options_use_the_grammar_and_warn_when_nothing_fits():
+    assert "batch_size = 2.5 must be a whole number" in fails(run("roofline", "--batch-size",
+                                                                  "2.5"))
+    assert "tp = -8 is out of range" in fails(run("roofline", "--tp", "-8"))
+    text = ok(run("roofline", "-m", DS, "-H", "H800", "--tp", "8"))
+    assert text.startswith("*** DOES NOT FIT")
+    assert "DOES NOT FIT" not in ok(run("roofline", "-m", DS, "-H", "H800", "--dp", "32",
+                                        "--ep", "32"))

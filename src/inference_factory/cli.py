@@ -22,6 +22,7 @@ from . import __version__, units
 from .axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
 from ._io import check_target, json_text, write_text_atomic
 from .errors import SpecError
+from .grammar import ValueParam
 from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 
 PROG = "inference-factory"
@@ -386,8 +387,8 @@ def _numeric_axis_options(func):
     """One ``--name`` option per numeric axis of the engine; unset means engine default."""
     for name, (default, unit, lo, hi, integer) in reversed(list(NUMERIC_AXES.items())):
         rng = f"[{lo:g}, {hi:g}]" if math.isfinite(hi) else f">= {lo:g}"
-        func = click.option(f"--{name.replace('_', '-')}", name, type=click.FLOAT, default=None,
-                            help=f"{unit}; {rng} (default {default:g})")(func)
+        func = click.option(f"--{name.replace('_', '-')}", name, type=ValueParam(name),
+                            default=None, help=f"{unit}; {rng} (default {default:g})")(func)
     return func
 
 
@@ -418,6 +419,11 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
     model, hw = ds["model"].item(), ds["hardware"].item()
     par = " ".join(f"{k}={point.get(k, STRUCT_AXES[k])}" for k in ("tp", "dp", "ep"))
     lines = [f"{model} on {hw}  [{ds.attrs.get('mode')}]  {par}"]
+    if not v["fits"]:
+        lines.insert(0, f"*** DOES NOT FIT: {_g(v['hbm_used_bytes_per_gpu'] / units.GB, 4)} GB "
+                        f"per GPU needed, {_g(load_hardware(hw).hbm_capacity_bytes / units.GB)} "
+                        f"GB on the device (max batch {v['max_batch_size']:.0f}); the figures "
+                        "below are not reachable ***")
     axes = {k: point.get(k, d[0]) for k, d in NUMERIC_AXES.items()}
     lines.append("  " + " ".join(f"{k}={_g(x)}" for k, x in axes.items()))
     extra = {k: x for k, x in point.items() if k not in axes and k not in ("tp", "dp", "ep")}
@@ -473,10 +479,10 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
               help="Model name, alias or TOML path.")
 @click.option("--hardware", "-H", "hardware", default="H100-SXM", show_default=True,
               help="Hardware name, alias or TOML path.")
-@click.option("--tp", type=click.INT, default=None, help="Tensor-parallel degree (default 1).")
-@click.option("--dp", type=click.INT, default=None,
+@click.option("--tp", type=ValueParam("tp"), default=None, help="Tensor-parallel degree (default 1).")
+@click.option("--dp", type=ValueParam("dp"), default=None,
               help="Attention data-parallel degree (default 1); tp x dp GPUs per instance.")
-@click.option("--ep", type=click.INT, default=None, help="Expert-parallel degree (default 1).")
+@click.option("--ep", type=ValueParam("ep"), default=None, help="Expert-parallel degree (default 1).")
 @_numeric_axis_options
 @click.option("--weight-precision", type=_PRECISIONS, default=None,
               help="Non-expert weights (default: the model's).")
@@ -493,12 +499,12 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
               help="Overlap policy (default none).")
 @click.option("--cache-tier", type=click.Choice(list(typing.get_args(CacheTier))), default=None,
               help="Where the prefix cache lives (default dram).")
-@click.option("--redundant-experts", type=click.INT, default=None,
+@click.option("--redundant-experts", type=ValueParam("redundant_experts"), default=None,
               help="Extra expert replicas for load balance (default 0).")
-@click.option("--expert-skew", type=click.FLOAT, default=None,
+@click.option("--expert-skew", type=ValueParam("expert_skew"), default=None,
               help="Zipf skew of expert popularity, [0, 4] (default: configs/realism.toml "
                    "[experts] default_skew).")
-@click.option("--context-cv", type=click.FLOAT, default=None,
+@click.option("--context-cv", type=ValueParam("context_cv"), default=None,
               help="Coefficient of variation of per-sequence context across attention-DP "
                    "ranks, [0, 10] (default: configs/realism.toml [dp_attention]).")
 @click.option("--draft-model", default=None,

@@ -210,6 +210,9 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
             else:
                 (lo, hi), unit, whole = STRUCT_NUMBERS[name], "", False
             whole = whole or name in WHOLE_AXES
+            if isinstance(v, str) and v.strip().lower().lstrip("+-") in ("inf", "infinity",
+                                                                          "nan"):
+                raise SpecError(f"{where}: {name} = {v} must be a finite number")
             if not _is_number(v):
                 raise SpecError(f"{where}: {name} = {v!r} must be a number"
                                 + (f" ({unit})" if unit else ""))
@@ -438,3 +441,21 @@ class DistributionParam(click.ParamType):
 def number(token: str, where: str) -> float:
     """A number token, else a one-line SpecError naming ``where``."""
     return _number(token, where)
+
+
+class ValueParam(click.ParamType):
+    """One value of one named axis (``--batch-size 64``, ``--tp 8``), checked like ``--axis``:
+    range, whole numbers where the axis counts whole units."""
+
+    def __init__(self, axis: str):
+        self.axis = axis
+        self.name = "INTEGER" if axis in WHOLE_AXES else "NUMBER"
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        try:
+            v = scalar(value)
+            return check_values(self.axis, (v,), f"{_opt(param)} {value}")[0]
+        except SpecError as exc:
+            raise click.UsageError(str(exc), ctx) from None
