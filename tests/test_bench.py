@@ -314,3 +314,29 @@ def test_roofline_options_use_the_grammar_and_warn_when_nothing_fits():
     assert text.startswith("*** DOES NOT FIT")
     assert "DOES NOT FIT" not in ok(run("roofline", "-m", DS, "-H", "H800", "--dp", "32",
                                         "--ep", "32"))
+
+
+# --------------------------------------------------------------------------------------------
+# docs resolve every source tag and stay inside the repository
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_source_tag_resolves_in_references_and_docs_stay_in_the_repo():
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    listed = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", (repo / "docs" / "REFERENCES.md")
+                            .read_text(encoding="utf-8"), flags=re.M))
+    assert len(listed) > 40
+    code_names = {"BLOCK_M", "BYTES_PER_ELEMENT", "INFERENCE_FACTORY_HARDWARE_DIR",
+                  "INFERENCE_FACTORY_MODELS_DIR", "KV_LEN", "PATH_ORDER"}
+    files = [*[f for f in (repo / "docs").glob("*.md") if f.name != "REFERENCES.md"],
+             repo / "README.md", *(repo / "configs").glob("*.toml"),
+             *(repo / "hardware").glob("*.toml"), *(repo / "models").glob("*.toml")]
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        tags = set(re.findall(r"\b[A-Z][A-Z0-9]+_[A-Z0-9_]*[A-Z0-9]\b", text)) - code_names
+        assert tags <= listed, f"{f.name}: {sorted(tags - listed)} not in docs/REFERENCES.md"
+        if f.suffix == ".md":
+            assert "shared/" not in text, f"{f.name} points outside the repository"
