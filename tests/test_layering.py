@@ -57,3 +57,16 @@ def test_factory_does_not_import_the_surface(path):
     if path.name != "cli_commands.py":
         bad |= got & {"cli"}
     assert not bad, f"factory/{path.name} imports {sorted(bad)}"
+
+
+def test_the_command_line_starts_without_the_numeric_stack():
+    """--help, --version and completion import the CLI modules only: numpy, xarray, pandas and
+    scipy load inside the commands that use them (start time: benchmarks/bench_cli_start.py)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, inference_factory.cli; "
+            "print(','.join(m for m in ('numpy', 'xarray', 'pandas', 'scipy', 'matplotlib') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -29,8 +29,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import optimize, stats
-from scipy.stats import qmc
+# scipy (brentq, qmc, triang) is imported where it is used: importing this module for
+# pareto_mask or the waterfall does not pay scipy's import time
 
 from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
                         economics_from_rates, gpu_cost_usd_per_hour)
@@ -316,6 +316,8 @@ def _largest_meeting(model, hardware, kwargs: dict, var: str, grid: list[int],
                 def h(b: float) -> float:
                     v = at(b)
                     return max(c.violation(v[c.var]) for c in constraints)
+                from scipy import optimize
+
                 root = optimize.brentq(h, float(lo), float(hi), xtol=1e-3)
                 cand = min(cap, int(math.floor(root)))
             cand = max(lo, cand)
@@ -864,6 +866,8 @@ class MonteCarloResult:
 
 def _sample_unit(n: int, d: int, seed: int, method: str) -> np.ndarray:
     if method == "lhs":
+        from scipy.stats import qmc
+
         gen = np.random.default_rng(seed)
         try:
             sampler = qmc.LatinHypercube(d=d, rng=gen)
@@ -892,6 +896,8 @@ def _transform(name: str, rng, u: np.ndarray) -> np.ndarray:
         mode = vals[1]
         if not lo <= mode <= hi:
             raise SpecError(f"monte_carlo: mode of {name} = {mode:g} must lie in [{lo:g}, {hi:g}]")
+        from scipy import stats
+
         x = stats.triang.ppf(u, (mode - lo) / (hi - lo), loc=lo, scale=hi - lo)
         return np.round(x) if integer else x
     if integer:
