@@ -340,3 +340,20 @@ def test_every_source_tag_resolves_in_references_and_docs_stay_in_the_repo():
         assert tags <= listed, f"{f.name}: {sorted(tags - listed)} not in docs/REFERENCES.md"
         if f.suffix == ".md":
             assert "shared/" not in text, f"{f.name} points outside the repository"
+
+
+def test_list_axes_mask_invalid_combinations_instead_of_raising():
+    import inference_factory as inf
+
+    ds = inf.evaluate(DS, "H800-SXM", dp=[8, 32], ep=[8, 32], batch_size=[1, 64])
+    valid = ds["valid"].transpose("dp", "ep").values
+    # ep = 32 does not divide tp x dp = 8; every other pair is an instance
+    assert valid.tolist() == [[True, False], [True, True]]
+    bad = ds.sel(dp=8, ep=32)
+    assert bad["decode_tokens_per_s_per_gpu"].isnull().all() and not bad["fits"].any()
+    good = ds.sel(dp=32, ep=32)
+    one = inf.evaluate(DS, "H800-SXM", dp=32, ep=32, batch_size=[1, 64])
+    assert np.allclose(good["decode_tokens_per_s_per_gpu"], one["decode_tokens_per_s_per_gpu"])
+    # scalars that are invalid still raise: nothing else to show
+    with pytest.raises(SpecError, match="ep = 32 must divide"):
+        inf.evaluate(DS, "H800-SXM", dp=8, ep=32)

@@ -164,10 +164,21 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     dim_order, dim_sizes, raw_axes = _raw_axes(axes)
     blocks = []
     chosen: dict[str, set] = {k: set() for k in STRUCT_AXES if k not in struct_dims}
+    listed = any(len(struct[k]) > 1 for k in struct_dims)
+    invalid: list[tuple[dict, SpecError]] = []
     for mi, hi in itertools.product(models, hws):
         for combo in itertools.product(*struct.values()):
             s = dict(zip(struct, combo))
-            g = validate_struct(mi, hi, s, rl, expert_popularity)
+            try:
+                g = validate_struct(mi, hi, s, rl, expert_popularity)
+            except SpecError as exc:
+                if not listed:
+                    raise
+                # a combination of list values the model cannot take (ep not dividing tp x dp,
+                # say) is masked (valid = False), not raised: the other points stand
+                invalid.append(({"model": mi.name, "hardware": hi.name,
+                                 **{k: s[k] for k in struct_dims}}, exc))
+                continue
             for k, v in _resolved_struct(g, s).items():
                 if k in chosen:
                     chosen[k].add(v)
@@ -185,7 +196,15 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
                              {"model": mi.name, "hardware": hi.name})
             if passes is not None:
                 ds = _add_ops(ds, op_table(passes), dim_order, dim_sizes)
+            if struct_dims:
+                ds["valid"] = xr.DataArray(True, attrs={
+                    "long_name": "the structural combination is a valid instance"})
             blocks.append((ds, mi.name, hi.name, {k: s[k] for k in struct_dims}))
+    if invalid:
+        if not blocks:
+            raise invalid[0][1]
+        blocks += [(_masked_block(blocks[0][0]), c["model"], c["hardware"],
+                    {k: c[k] for k in struct_dims}) for c, _ in invalid]
     if len(blocks) == 1:
         # one block: model and hardware are scalar coordinates, nothing to align or copy
         ds, _, _, sdims = blocks[0]
@@ -295,6 +314,17 @@ _N_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffini
 _UNITS = {"_s": "s", "_per_gpu": "per GPU", "_frac": "1", "_tokens_per_s_per_gpu": "tokens/s/GPU",
           "_tokens_per_s_per_user": "tokens/s/user", "_bytes_per_gpu": "bytes",
           "_flop_per_gpu": "FLOP"}
+
+
+def _masked_block(template: xr.Dataset) -> xr.Dataset:
+    """A block shaped like ``template`` for an invalid structural combination: numbers NaN,
+    flags False (``fits``, ``valid``), labels empty."""
+    out = template.copy()
+    for k, da in template.data_vars.items():
+        kind = da.dtype.kind
+        fill = False if kind == "b" else ("" if kind in "OUS" else np.nan)
+        out[k] = xr.full_like(da, fill, dtype=da.dtype if kind in "bOUS" else float)
+    return out
 
 
 #: Descriptions of the structural coordinates.
