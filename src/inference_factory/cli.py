@@ -86,22 +86,9 @@ def _g(value: float, digits: int = 6) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[int] = ()) -> str:
-    rows = [list(map(str, r)) for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    from .tables import render_rows
 
-    def fmt(cells):
-        out = []
-        for i, c in enumerate(cells):
-            last = i == len(cells) - 1
-            if i in right:
-                out.append(c.rjust(widths[i]))
-            else:
-                out.append(c if last else c.ljust(widths[i]))
-        return "  ".join(out).rstrip()
-
-    lines = [fmt(headers), fmt(["-" * w for w in widths])]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
+    return render_rows(headers, list(rows), right)
 
 
 def _kv(pairs: Iterable[tuple[str, str]], indent: int = 2, width: int = 0) -> list[str]:

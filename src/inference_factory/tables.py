@@ -125,6 +125,18 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
     return "\n".join(lines)
 
 
+def render_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+                right: Sequence[int] = (), fmt: str = "table") -> str:
+    """Preformatted cells as a table (``table``: aligned columns under a dashed rule;
+    ``markdown``: a GitHub table): the layout every command's table shares."""
+    from tabulate import tabulate
+
+    align = ["right" if i in right else "left" for i in range(len(headers))]
+    return tabulate([list(map(str, r)) for r in rows], headers=list(headers),
+                    tablefmt="simple" if fmt == "table" else "github", colalign=align,
+                    disable_numparse=True)
+
+
 def format_option(func):
     """``--format table|csv|json|markdown`` and its shorthand ``--json``."""
     import click
