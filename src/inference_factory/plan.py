@@ -681,9 +681,13 @@ def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     ttft = f", TTFT <= {req['ttft_s']:g} s" if req.get("ttft_s") else ""
-    ax.set_title(f"{req['model']}: Pareto fronts within {req['gpus']} GPUs, ISL {req['isl']} / "
-                 f"OSL {req['osl']}{ttft}; * = recommended ({req['objective']}, "
-                 f"{req['cost_basis']} cost)", fontsize="small")
+    import textwrap
+
+    title = (f"{req['model']}: Pareto fronts within {req['gpus']} GPUs, ISL {req['isl']} / "
+             f"OSL {req['osl']}{ttft}; * = recommended ({req['objective']}, "
+             f"{req['cost_basis']} cost" + (f", price {req['price']}" if req.get("price") else "")
+             + ")")
+    ax.set_title(textwrap.fill(title, int(size[0] * 72 / 6.5)), fontsize="small")
     target = Path(path)
     with atomic_output(target, option="--plot") as tmp:
         fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
