@@ -166,6 +166,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     chosen: dict[str, set] = {k: set() for k in STRUCT_AXES if k not in struct_dims}
     listed = any(len(struct[k]) > 1 for k in struct_dims)
     invalid: list[tuple[dict, SpecError]] = []
+    valid: list[tuple] = []
     for mi, hi in itertools.product(models, hws):
         for combo in itertools.product(*struct.values()):
             s = dict(zip(struct, combo))
@@ -182,24 +183,30 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
             for k, v in _resolved_struct(g, s).items():
                 if k in chosen:
                     chosen[k].add(v)
-            if (draft is None and mi.n_mtp_modules == 0
-                    and np.any(np.asarray(axes["draft_depth"]) > 0)):
-                raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
-                                "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
-            if detail == "ops":
-                res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
-            else:
-                res = _evaluate_tiled(g, raw_axes, dim_order, dim_sizes,
-                                      acceptance_by_position, draft)
-            passes = res.pop("_ops", None)
-            ds = _to_dataset(res, dim_order, dim_sizes, axes,
-                             {"model": mi.name, "hardware": hi.name})
-            if passes is not None:
-                ds = _add_ops(ds, op_table(passes), dim_order, dim_sizes)
-            if struct_dims:
-                ds["valid"] = xr.DataArray(True, attrs={
-                    "long_name": "the structural combination is a valid instance"})
-            blocks.append((ds, mi.name, hi.name, {k: s[k] for k in struct_dims}))
+            valid.append((mi, hi, s, g))
+    # structural choices held at one value (defaults resolved) are scalar coordinates, so a
+    # result remembers its shape and precisions (and frames of several calls stay apart);
+    # given at construction, like model and hardware (no extra alignment per call)
+    held = {k: ((), next(iter(v)), _struct_attrs(k)) for k, v in chosen.items() if len(v) == 1}
+    for mi, hi, s, g in valid:
+        if (draft is None and mi.n_mtp_modules == 0
+                and np.any(np.asarray(axes["draft_depth"]) > 0)):
+            raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
+                            "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+        if detail == "ops":
+            res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
+        else:
+            res = _evaluate_tiled(g, raw_axes, dim_order, dim_sizes,
+                                  acceptance_by_position, draft)
+        passes = res.pop("_ops", None)
+        ds = _to_dataset(res, dim_order, dim_sizes, axes,
+                         {"model": mi.name, "hardware": hi.name, **held})
+        if passes is not None:
+            ds = _add_ops(ds, op_table(passes), dim_order, dim_sizes)
+        if struct_dims:
+            ds["valid"] = xr.DataArray(True, attrs={
+                "long_name": "the structural combination is a valid instance"})
+        blocks.append((ds, mi.name, hi.name, {k: s[k] for k in struct_dims}))
     if invalid:
         if not blocks:
             raise invalid[0][1]
@@ -221,14 +228,6 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
                  and list(ds.indexes[k]) != list(v)}
         ds = ds.reindex(order) if order else ds
         ds = ds.squeeze([d for d in ("model", "hardware") if ds.sizes[d] == 1])
-    # structural choices held at one value (defaults resolved) are scalar coordinates, so a
-    # result remembers its shape and precisions (and frames of several calls stay apart)
-    ds = ds.assign_coords({k: next(iter(v)) for k, v in chosen.items() if len(v) == 1})
-    for k in chosen:
-        if k in ds.coords:
-            ds[k].attrs["long_name"] = STRUCT_LONG_NAMES.get(k, k)
-            if k in ("tp", "dp", "ep", "redundant_experts"):
-                ds[k].attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
     ds.attrs.update({
         "title": "inference-factory roofline evaluation",
         "inference_factory_version": __version__,
@@ -338,6 +337,13 @@ STRUCT_LONG_NAMES = {
     "dispatch_precision": "MoE dispatch precision", "combine_precision": "MoE combine precision",
     "overlap": "overlap policy", "cache_tier": "prefix-cache tier",
 }
+
+
+def _struct_attrs(k: str) -> dict[str, str]:
+    attrs = {"long_name": STRUCT_LONG_NAMES.get(k, k)}
+    if k in ("tp", "dp", "ep", "redundant_experts"):
+        attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
+    return attrs
 
 
 def _resolved_struct(g, s: Mapping[str, Any]) -> dict[str, Any]:
