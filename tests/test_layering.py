@@ -65,8 +65,10 @@ def test_the_command_line_starts_without_the_numeric_stack():
     import subprocess
     import sys
 
-    code = ("import sys, inference_factory.cli; "
-            "print(','.join(m for m in ('numpy', 'xarray', 'pandas', 'scipy', 'matplotlib') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    for command in ("", "cli.main(['hardware', 'list'], standalone_mode=False); "):
+        code = ("import sys; from inference_factory.cli import cli; " + command +
+                "print(','.join(m for m in ('numpy', 'xarray', 'pandas', 'scipy', 'matplotlib') "
+                "if m in sys.modules), file=sys.stderr)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True)
+        assert out.stderr.strip() == "", (command, out.stderr)

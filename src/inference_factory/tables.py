@@ -74,25 +74,45 @@ def records(df) -> list[dict[str, Any]]:
 
 def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any] | None = None,
            width: int | None = None) -> str:
-    """``df`` rendered as ``fmt`` (one of :data:`FORMATS`). ``header`` is a title line for the
-    human formats; ``extra`` adds keys to the JSON object (``{"rows": [...], "attrs": {...}}``)."""
+    """``df`` (a DataFrame, or a list of dicts for commands that need no pandas) rendered as
+    ``fmt`` (one of :data:`FORMATS`). ``header`` is a title line for the human formats;
+    ``extra`` adds keys to the JSON object (``{"rows": [...], "attrs": {...}}``)."""
+    if isinstance(df, list):
+        columns = list(df[0]) if df else []
+        table = {c: [r.get(c) for r in df] for c in columns}
+        rows_json = [{str(k): _cell(v) for k, v in r.items()} for r in df]
+        df_attrs: Mapping[str, Any] = {}
+    else:
+        columns = list(df.columns)
+        table = {c: list(df[c]) for c in columns}
+        rows_json = records(df)
+        df_attrs = df.attrs
     if fmt == "json":
-        attrs = {k: v for k, v in df.attrs.items() if isinstance(v, (str, int, float, list, dict))}
-        obj = {"rows": records(df), "attrs": attrs}
+        attrs = {k: v for k, v in df_attrs.items() if isinstance(v, (str, int, float, list, dict))}
+        obj = {"rows": rows_json, "attrs": attrs}
         obj.update(extra or {})
         from ._io import json_text
 
         return json_text(obj)
     if fmt == "csv":
-        return df.to_csv(index=False).rstrip("\n")
+        if not isinstance(df, list):
+            return df.to_csv(index=False).rstrip("\n")
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([["" if _cell(v) is None else _cell(v) for v in r.values()] for r in df])
+        return buf.getvalue().rstrip("\n")
     if fmt not in ("table", "markdown"):
         raise ValueError(f"unknown table format {fmt!r}")
     from tabulate import tabulate
 
     heads, cols, numeric = [], [], []
-    for c in df.columns:
+    for c in columns:
         h, factor = _display(str(c))
-        values = list(df[c])
+        values = table[c]
         is_num = all(isinstance(_cell(v), (int, float)) or _cell(v) is None for v in values) and \
             not all(isinstance(_cell(v), bool) for v in values if _cell(v) is not None)
         scaled = [(v * factor if isinstance(v, (int, float)) and not isinstance(v, bool)
