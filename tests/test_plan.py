@@ -207,7 +207,7 @@ def test_plan_cli_json_plot_and_config(tmp_path):
     (["--tpot", "50"], "give a unit"),
     (["-a", "tp=8"], "give shapes with --parallelism"),
     (["-a", "kv_precision=fp8"], "use --precision"),
-    (["-p", "tp=3"], "must divide the 128 query heads"),
+    (["-p", "tp=3"], "must divide the 128 attention heads"),
     (["--gpus", "0"], "whole numbers >= 1"),
     (["--emit-config", "x.json"], "must end in .toml"),
     (["-a", "acceptance_rate=0.7,0.8"], "plan holds it at one value"),

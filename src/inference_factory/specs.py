@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import schema, units
+from . import units
 from .errors import SpecError
 from .kernels import params as kparams
 
@@ -203,6 +203,8 @@ def _parse_hardware(path: Path) -> HardwareSpec:
     """Build a :class:`HardwareSpec` from a file checked against
     :class:`~inference_factory.schema.HardwareFile` (types, ranges, unknown keys), plus the
     rules that tie keys together."""
+    from . import schema     # pydantic: imported when a spec is loaded, not with the CLI
+
     f = schema.check(schema.HardwareFile, _read_toml(path), str(path))
     dense = {prec: getattr(f.compute, f"{prec}_tflops") * units.TFLOP
              for prec in units.PRECISIONS if getattr(f.compute, f"{prec}_tflops") is not None}
@@ -419,6 +421,8 @@ class ModelSpec:
 def _parse_model(path: Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a file checked against
     :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
+    from . import schema
+
     f = schema.check(schema.ModelFile, _read_toml(path), str(path))
     a, at, ffn = f.architecture, f.attention, f.ffn
     kind = at.kind
