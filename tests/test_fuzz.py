@@ -331,7 +331,7 @@ def test_sweep_beyond_max_points_is_refused_before_work(tmp_path, k):
     n = 10 ** k
     started = time.perf_counter()
     line = fails(run("sweep", "-m", "Llama-3.1-8B", "-H", "H100-SXM", "-a",
-                     f"batch_size=1:1000:{n}", "-a", f"kv_len=1:100000:{n}",
+                     f"acceptance_rate=0:1:{n}", "-a", f"kv_len=1:100000:{n}",
                      "--max-points", str(n * n - 1), "-o", str(tmp_path / "o.nc")))
     assert "--max-points" in line and f"{n * n:,} points" in line, line
     assert time.perf_counter() - started < 30
@@ -497,7 +497,7 @@ def test_sigterm_during_a_sweep_leaves_no_temporary(tmp_path):
     beside the target; now the process exits 143 and the folder holds nothing new."""
     target = tmp_path / "grid.csv"
     cmd = [sys.executable, "-m", "inference_factory", "sweep", "-m", "Llama-3.1-8B",
-           "-H", "H100-SXM", "-a", "batch_size=1:512:4000", "-a", "kv_len=1:100000:2000",
+           "-H", "H100-SXM", "-a", "batch_size=1..4000", "-a", "kv_len=1:100000:2000",
            "--chunk-size", "20000", "-q", "-o", str(target)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -203,6 +203,7 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
     from .units import PRECISIONS
 
     out: list[Any] = []
+    seen: set = set()
     for v in values:
         if name in NUMERIC_AXES or name in STRUCT_NUMBERS:
             if name in NUMERIC_AXES:
@@ -226,7 +227,8 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
                                 f"[{lo:g}, {top}" + (f" ({unit})" if unit else ""))
             if whole:
                 if float(v) != int(v):
-                    raise SpecError(f"{where}: {name} = {v:g} must be a whole number")
+                    raise SpecError(f"{where}: {name} = {v:g} must be a whole number (it "
+                                    "counts whole units; use a..b, 1,2,4,...,N or a list)")
                 v = int(v)
             elif name in NUMERIC_AXES:
                 v = float(v)
@@ -239,8 +241,9 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
         elif name == "cache_tier":
             if v not in CACHE_TIERS:
                 raise SpecError(f"{where}: cache_tier = {v!r} is not one of {list(CACHE_TIERS)}")
-        if v in out:
+        if v in seen:
             raise SpecError(f"{where}: {name} lists {v!r} twice; give each value once")
+        seen.add(v)
         out.append(v)
     return tuple(out)
 
