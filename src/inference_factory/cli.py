@@ -144,8 +144,8 @@ def cli() -> None:
     """Explain and predict LLM-serving performance from hardware and model specs.
 
     Names are case-insensitive and may be aliases (e.g. h800) or paths to TOML files.
-    The bundled folders can be replaced with INFERENCE_FACTORY_HARDWARE_DIR and
-    INFERENCE_FACTORY_MODELS_DIR.
+    INFERENCE_FACTORY_HARDWARE_DIR and INFERENCE_FACTORY_MODELS_DIR put your own spec
+    folders in front of the bundled ones (they add to them and shadow same-named ones).
     """
 
 
