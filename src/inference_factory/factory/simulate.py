@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -151,6 +152,28 @@ class DecodeGrid:
     tp: int
     dp: int
 
+    @cached_property
+    def table(self):
+        """Every candidate (per-class depths, batch): the depth combinations (combo, class),
+        their tokens per step (combo, class), the mixed step (combo, batch), output tokens/s
+        per GPU (combo, batch) and per-class TPOT (combo, class, batch). Computed once per
+        grid; every operating-point choice (any SLO, static or not) reads it."""
+        ci = np.arange(self.step_s.shape[0])
+        combos = _depth_choices(self)
+        st = self.step_s[ci[None, :], combos, :]                           # (combo, class, batch)
+        tk = self.tokens_per_step[ci[None, :], combos]                      # (combo, class)
+        step_mix = np.einsum("c,kcb->kb", self.out_share, st)               # (combo, batch)
+        tput = decode_throughput_per_gpu(batch_per_rank=self.batch[None, :],
+                                         tokens_per_step=(tk @ self.out_share)[:, None],
+                                         step_s=step_mix, tp=self.tp)
+        tpot = step_mix[:, None, :] / tk[:, :, None]                       # (combo, class, batch)
+        return combos, tk, step_mix, tput, tpot
+
+    @cached_property
+    def tpot_max(self) -> np.ndarray:
+        """The slowest class's TPOT of every candidate (combo, batch)."""
+        return self.table[4].max(axis=1)
+
 
 def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict,
                 trace: Trace, kv_len: float, out_share: np.ndarray, levers: Levers,
@@ -239,15 +262,8 @@ def decode_point(g: DecodeGrid, tpot_slo_s: float, *, batch_index: int | None = 
     n_cls = g.step_s.shape[0]
     w = g.out_share
     ci = np.arange(n_cls)
-    combos = _depth_choices(g)
-    st = g.step_s[ci[None, :], combos, :]                                # (combo, class, batch)
-    tk = g.tokens_per_step[ci[None, :], combos]                           # (combo, class)
-    step_mix = np.einsum("c,kcb->kb", w, st)                              # (combo, batch)
-    e_mix = tk @ w                                                         # (combo,)
-    tput = decode_throughput_per_gpu(batch_per_rank=g.batch[None, :], tokens_per_step=e_mix[:, None],
-                                     step_s=step_mix, tp=g.tp)
-    tpot = step_mix[:, None, :] / tk[:, :, None]                          # (combo, class, batch)
-    ok = (tpot.max(axis=1) <= tpot_slo_s) & (g.batch[None, :] <= g.fits_batch_max)
+    combos, tk, step_mix, tput, tpot = g.table
+    ok = (g.tpot_max <= tpot_slo_s) & (g.batch[None, :] <= g.fits_batch_max)
     if batch_index is not None:
         ok = ok & (np.arange(g.batch.size) == batch_index)[None, :]
     if ok.any():
@@ -255,7 +271,7 @@ def decode_point(g: DecodeGrid, tpot_slo_s: float, *, batch_index: int | None = 
         meets = True
     else:
         b = batch_index if batch_index is not None else 0
-        k = int(np.argmin(tpot.max(axis=1)[:, b]))
+        k = int(np.argmin(g.tpot_max[:, b]))
         meets = False
     depth_idx = combos[k]
     step_fixed = g.step_s[ci[:, None], depth_idx[:, None], np.arange(g.batch.size)[None, :]]
@@ -361,8 +377,7 @@ def static_batch_index(g: DecodeGrid, pool: PoolConfig, rate_per_s: float, ttft_
     ok = (fill <= ttft_budget_s) & (g.batch <= g.fits_batch_max)
     if pool.static_batch_per_gpu:
         ok &= g.batch <= pool.static_batch_per_gpu * pool.tp
-    meets = np.array([decode_point(g, tpot_slo_s, batch_index=i).meets_slo if ok[i] else False
-                      for i in range(g.batch.size)])
+    meets = ok & (g.tpot_max <= tpot_slo_s).any(axis=0)
     return int(np.flatnonzero(meets)[-1]) if meets.any() else 0
 
 
