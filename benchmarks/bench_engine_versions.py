@@ -48,21 +48,9 @@ def workload(name: str):
     if name == "B":
         return DSV3, dict(batch_size=bs, kv_len=kv, draft_depth=[0, 1, 2]), 1
     if name in ("D", "E"):       # non-separable: every variable differs at every point
-        import xarray as xr
-        rng, n = np.random.default_rng(0), 100_000
-
-        def da(v):
-            return xr.DataArray(v, dims="point")
-        grid = dict(batch_size=da(rng.integers(1, 513, n).astype(float)),
-                    kv_len=da(rng.integers(128, 32769, n).astype(float)),
-                    prompt_len=da(rng.integers(128, 32769, n).astype(float)),
-                    prefill_batch_size=da(rng.integers(1, 9, n).astype(float)),
-                    acceptance_rate=da(rng.uniform(0.5, 0.95, n)),
-                    cache_hit_rate=da(rng.uniform(0.0, 0.9, n)))
-        if name == "D":
-            grid["draft_depth"] = da(rng.integers(0, 4, n).astype(float))
-            return DSV3, grid, 1
-        return LLAMA, grid, 1
+        from bench_speed import nonsep_grid   # the one generator of random points
+        return (DSV3, nonsep_grid(100_000, draft=True), 1) if name == "D" else \
+            (LLAMA, nonsep_grid(100_000, draft=False), 1)
     return LLAMA, dict(batch_size=64, kv_len=2048), 200
 
 

@@ -14,7 +14,8 @@ pytest.importorskip("matplotlib")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 PUBLIC = {"inference_factory", "inference_factory.questions", "inference_factory.economics",
-          "inference_factory.factory.compare", "inference_factory.factory.config"}
+          "inference_factory.factory.compare", "inference_factory.factory.config",
+          "inference_factory.factory.report"}
 
 
 def test_there_are_notebooks():

@@ -22,17 +22,9 @@ Results carry their provenance in ``attrs`` (flat strings, as netCDF requires): 
 version, every model and hardware spec file with its SHA-256, the realism and price configs
 with theirs, the sweep file with its hash, and the exact axes and fixed values as JSON.
 
-Axis specifications (command line ``--axis NAME=SPEC`` and string values in ``[axes]``):
-
-=======================  =========================================================
-``1,2,4``                the listed values
-``1,2,4,...,1024``       an arithmetic or geometric progression continued to the last
-                         value (the step or ratio comes from the terms before ``...``)
-``0:0.95:20``            ``numpy.linspace(0, 0.95, 20)``: ``n`` points, both ends included
-``geom:1:1024:11``       ``numpy.geomspace(1, 1024, 11)``
-``0..4`` / ``0..64..8``  integers from a to b inclusive (optional step)
-``bf16,fp8``             names (hardware, models, precisions, overlap, cache tier)
-=======================  =========================================================
+Axis specifications (command line ``--axis NAME=SPEC`` and string values in ``[axes]``)
+follow the one option grammar of :mod:`inference_factory.grammar` (its module docstring
+lists every form).
 """
 
 from __future__ import annotations

@@ -29,12 +29,17 @@ def _pyplot():
     return plt
 
 
-def plot_lever_waterfall(steps, path: str | os.PathLike, *, title: str = "", option: str = "--report"):
-    """Bar chart of :func:`inference_factory.questions.lever_waterfall` steps (green: the lever
-    helps, red: it hurts; log scale when the steps are factors). Returns the path."""
+def _need_pyplot(option: str):
     plt = _pyplot()
     if plt is None:
         raise SpecError(f"{option}: plotting needs matplotlib: pip install \"inference-factory[plots]\"")
+    return plt
+
+
+def draw_lever_waterfall(steps, *, title: str = "", option: str = "--report"):
+    """Figure of :func:`inference_factory.factory.levers.lever_waterfall` steps (green: the
+    lever helps, red: it hurts; log scale when the steps are factors)."""
+    plt = _need_pyplot(option)
     log = bool(steps.attrs.get("log"))
     metric = steps.attrs.get("metric", "")
     lower_better = metric in ("usd_per_mtok_output", "gpu_seconds")
@@ -59,19 +64,13 @@ def plot_lever_waterfall(steps, path: str | os.PathLike, *, title: str = "", opt
     ax.set_ylabel(metric)
     ax.set_title(title or f"lever waterfall ({metric}, each lever measured at the "
                           f"{steps.attrs.get('basis')})")
-    target = Path(path)
-    with atomic_output(target, option=option) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return target
+    return fig
 
 
-def plot_speculation_curve(result: dict, path: str | os.PathLike, *, option: str = "--report"):
-    """Decode tokens/s per GPU against the TPOT target, with the best draft depth and with
-    none (``compare`` result's ``lever_effects.speculative.tpot_curve``). Returns the path."""
-    plt = _pyplot()
-    if plt is None:
-        raise SpecError(f"{option}: plotting needs matplotlib: pip install \"inference-factory[plots]\"")
+def draw_speculation_curve(result: dict, *, option: str = "--report"):
+    """Figure of decode tokens/s per GPU against the TPOT target, with the best draft depth
+    and with none (a ``compare`` result's ``lever_effects.speculative.tpot_curve``)."""
+    plt = _need_pyplot(option)
     curve = result["lever_effects"]["speculative"]["tpot_curve"]
     x = [r["tpot_target_s"] * 1e3 for r in curve]
     fig, ax = plt.subplots(figsize=(6.5, 4), constrained_layout=True)
@@ -84,11 +83,25 @@ def plot_speculation_curve(result: dict, path: str | os.PathLike, *, option: str
     ax.set_title(f"{result['model']}: when speculation pays")
     ax.grid(True, alpha=0.3)
     ax.legend()
+    return fig
+
+
+def _save(fig, path: str | os.PathLike, option: str) -> Path:
     target = Path(path)
     with atomic_output(target, option=option) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    _pyplot().close(fig)
     return target
+
+
+def plot_lever_waterfall(steps, path: str | os.PathLike, *, title: str = "", option: str = "--report"):
+    """Write :func:`draw_lever_waterfall` as a PNG. Returns the path."""
+    return _save(draw_lever_waterfall(steps, title=title, option=option), path, option)
+
+
+def plot_speculation_curve(result: dict, path: str | os.PathLike, *, option: str = "--report"):
+    """Write :func:`draw_speculation_curve` as a PNG. Returns the path."""
+    return _save(draw_speculation_curve(result, option=option), path, option)
 
 
 def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
@@ -148,4 +161,5 @@ def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
     return [target, *written]
 
 
-__all__ = ["write_report", "plot_lever_waterfall", "plot_speculation_curve"]
+__all__ = ["write_report", "draw_lever_waterfall", "draw_speculation_curve",
+           "plot_lever_waterfall", "plot_speculation_curve"]
