@@ -21,7 +21,7 @@ import inference_factory as inf
 from inference_factory.cli import cli
 from inference_factory.economics import CostModel, add_economics
 from inference_factory.factory.config import Levers, load_config
-from inference_factory.factory.simulate import _precisions
+from inference_factory.factory.simulate import lever_precisions
 from inference_factory.plan import config_toml, plan
 
 from cli_helpers import fails, ok
@@ -62,7 +62,7 @@ def _point_cached(shape, low, overlap, batch, depth, pbatch):
     shape = dict(shape)
     hw = inf.load_hardware("B200")
     m = inf.load_model(DS)
-    prec = _precisions(m, hw, Levers(low_precision=low))
+    prec = lever_precisions(m, hw, Levers(low_precision=low))
     ds = inf.evaluate(m, hw, **shape, **prec, overlap=overlap, batch_size=batch,
                       draft_depth=depth, prefill_batch_size=pbatch, prompt_len=ISL,
                       kv_len=ISL + OSL / 2, final_len=ISL + OSL)
@@ -156,7 +156,7 @@ def test_deepseek_64_gpus_recommends_fitting_shapes_meeting_the_slo(ds64):
         assert r["gpus"] <= 64
         assert r["tpot_s"] <= TPOT and r["ttft_s"] <= TTFT
         one = inf.evaluate(DS, hw, tp=int(r.tp), dp=int(r.dp), ep=int(r.ep),
-                           **_precisions(inf.load_model(DS), inf.load_hardware(hw),
+                           **lever_precisions(inf.load_model(DS), inf.load_hardware(hw),
                                          Levers(low_precision=bool(r.low_precision))),
                            overlap=r.overlap, batch_size=float(r.batch_size),
                            draft_depth=float(r.draft_depth), kv_len=ISL + OSL / 2,

@@ -38,11 +38,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .axes import NUMERIC_AXES
 from .economics import CostModel, add_economics
 from .engine import evaluate
 from .errors import SpecError
 from .factory.config import Levers, resolve_price
-from .factory.simulate import _precisions, prefill_busy_share
+from .factory.simulate import lever_precisions, prefill_busy_share
 from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
@@ -132,7 +133,7 @@ def _profiles(m: ModelSpec, hw: HardwareSpec, low: Sequence[bool]) -> list[dict[
     """The factory's precision profiles (its low_precision lever), as engine arguments."""
     out = []
     for flag in low:
-        prec = _precisions(m, hw, Levers(low_precision=flag))
+        prec = lever_precisions(m, hw, Levers(low_precision=flag))
         if all(p in hw.dense_flop_per_s for p in (prec["weight_precision"],)):
             out.append({"low_precision": flag, **prec})
     return out
@@ -555,7 +556,7 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     prefill_tokens = max(1, int(round(float(r["prefill_batch_size"]) * isl
                                       / int(r["prefill_tp"]))))
     opts = req.get("engine_options", {})
-    acc = float(opts.get("acceptance_rate", 0.8))
+    acc = float(opts.get("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
     skew = float(opts.get("expert_skew", load_realism().default_expert_skew))
     redundant = int(opts.get("redundant_experts", 0))
     desc = f"plan: {m.name} on {r['hardware']}, {r['mode']}"
@@ -625,9 +626,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         f"low_precision = {_toml_value(bool(r['low_precision']))}",
         f"overlap = {_toml_value(r['overlap'] == 'two-batch')}",
         "",
-        "[slo]",
-        f"ttft_s = {_toml_value(float(req['ttft_s'] or 5.0))}",
-        f"tpot_s = {_toml_value(float(req['tpot_s'] or 0.1))}",
+        "[slo]",   # targets not given keep the factory config's defaults
+        *[f"{k} = {_toml_value(float(req[k]))}" for k in ("ttft_s", "tpot_s") if req[k]],
         "",
         "[fleet]",
         f"target_utilization = {_toml_value(float(target_utilization))}",

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..kernels import cache as kcache
+from ..kernels import roofline as kroof
 from ..kernels import speculative as kspec
 from ..specs import ModelSpec
 from . import grid as G
@@ -94,7 +95,8 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     out["decode_flop_per_gpu"] = verify["flop"] + d * dpass["flop"]
     out["decode_hbm_bytes_per_gpu"] = verify["hbm_bytes"] + d * dpass["hbm_bytes"]
     out["tokens_per_step"] = tps
-    out["decode_tokens_per_s_per_gpu"] = B * g.dp * tps / (step_s * g.n_gpus)
+    out["decode_tokens_per_s_per_gpu"] = kroof.decode_tokens_per_s_per_gpu(
+        batch_per_rank=B, tokens_per_step=tps, step_s=step_s, tp=g.tp)
     out["decode_tokens_per_s_per_user"] = tps / step_s
     out["tpot_s"] = step_s / tps
     out["expert_efficiency_frac"] = 1.0 / g.placement_imbalance

@@ -23,6 +23,7 @@ from ..realism import load_realism
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
 from ..kernels import moe as kmoe
+from ..kernels import roofline as kroof
 from ..kernels import speculative as kspec
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .config import FactoryConfig, Levers, PoolConfig
@@ -59,7 +60,7 @@ def _lowest_supported(hw: HardwareSpec, wanted: str) -> str:
     return "bf16"
 
 
-def _precisions(m: ModelSpec, hw: HardwareSpec, levers: Levers) -> dict[str, str]:
+def lever_precisions(m: ModelSpec, hw: HardwareSpec, levers: Levers) -> dict[str, str]:
     """Low precision lever: FP8 KV cache and FP8 dispatch, and FP4 routed experts on devices
     with FP4 tensor cores. Off: BF16 KV and dispatch, weights at the model's native precision."""
     weight = _lowest_supported(hw, m.weight_precision)
@@ -163,7 +164,7 @@ class DecodeGrid:
         st = self.step_s[ci[None, :], combos, :]                           # (combo, class, batch)
         tk = self.tokens_per_step[ci[None, :], combos]                      # (combo, class)
         step_mix = np.einsum("c,kcb->kb", self.out_share, st)               # (combo, batch)
-        tput = decode_throughput_per_gpu(batch_per_rank=self.batch[None, :],
+        tput = kroof.decode_tokens_per_s_per_gpu(batch_per_rank=self.batch[None, :],
                                          tokens_per_step=(tk @ self.out_share)[:, None],
                                          step_s=step_mix, tp=self.tp)
         tpot = step_mix[:, None, :] / tk[:, :, None]                       # (combo, class, batch)
@@ -240,17 +241,6 @@ def _depth_choices(g: DecodeGrid) -> np.ndarray:
         return np.array(np.meshgrid(*[np.arange(n_d)] * n_cls, indexing="ij")).reshape(n_cls, -1).T
     best = (g.tokens_per_step[:, :, None] / g.step_s).argmax(axis=1)    # (class, batch)
     return np.unique(best.T, axis=0)
-
-
-def decode_throughput_per_gpu(*, batch_per_rank, tokens_per_step, step_s, tp):
-    r"""Output tokens/s per GPU of a decode instance.
-
-    .. math:: r = \frac{b \, E}{t_{step} \, tp}
-
-    b sequences per attention-DP rank, each emitting E tokens per verify step of t_step
-    seconds; an attention-DP rank spans ``tp`` GPUs.
-    """
-    return batch_per_rank * tokens_per_step / (step_s * tp)
 
 
 def decode_point(g: DecodeGrid, tpot_slo_s: float, *, batch_index: int | None = None) -> DecodePoint:
@@ -424,7 +414,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     ppool = cfg.prefill if lv.pd_split else dataclasses.replace(
         cfg.decode, tokens_per_gpu=cfg.prefill.tokens_per_gpu)
     hw_d, hw_p = load_hardware(dpool.hardware), load_hardware(ppool.hardware)
-    prec_d, prec_p = _precisions(m, hw_d, lv), _precisions(m, hw_p, lv)
+    prec_d, prec_p = lever_precisions(m, hw_d, lv), lever_precisions(m, hw_p, lv)
     overlap = "two-batch" if lv.overlap else "none"
     # redundant experts rebalance expert-parallel ranks; without EP they only take HBM
     redundant_d, redundant_p = (lv.redundant_experts if (lv.expert_balancing and m.is_moe
@@ -712,4 +702,7 @@ def side_config(cfg: FactoryConfig, which: str) -> FactoryConfig:
     return cfg.baseline
 
 
-__all__ = ["SideResult", "simulate", "expert_popularity", "static_batch_efficiency"]
+__all__ = ["SideResult", "simulate", "expert_popularity", "static_batch_efficiency",
+           "lever_precisions", "DecodeGrid", "DecodePoint", "decode_grid", "decode_point",
+           "prompt_queue_wait_s", "prefill_busy_share", "static_fill_time_s",
+           "static_batch_index", "arrival_rate_per_s", "config_trace"]

@@ -49,3 +49,15 @@ def step_time_ideal_s(*, compute_s, memory_s, comm_s):
     roofline's lower bound (peer_roofline_cases.csv, "hand-roofline (reference)").
     """
     return np.maximum(np.maximum(compute_s, memory_s), comm_s)
+
+
+def decode_tokens_per_s_per_gpu(*, batch_per_rank, tokens_per_step, step_s, tp):
+    r"""Output tokens/s per GPU of a decode instance.
+
+    .. math:: r = \frac{b \, E}{t_{step} \, tp}
+
+    b sequences per attention-DP rank, each emitting E tokens per verify step of t_step
+    seconds; an attention-DP rank spans ``tp`` GPUs (the instance's dp ranks and tp x dp GPUs
+    cancel).
+    """
+    return batch_per_rank * tokens_per_step / (step_s * tp)
