@@ -164,7 +164,7 @@ def _need(path: Path, key: str, value):
     return value
 
 
-def _pool(path: Path, sub, key: str, phase: str, base: PoolConfig | None) -> PoolConfig:
+def _pool(path: Path, sub, key: str, base: PoolConfig | None) -> PoolConfig:
     """A pool from its validated table (``sub``, None when absent) over the inherited one."""
     if sub is None and base is None:
         raise SpecError(f"{path}: {key} table is missing (required unless the config extends another)")
@@ -263,8 +263,8 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     workload, trace = _workload(p, doc.workload, base.workload if base else None)
     if not trace and base is not None and doc.workload is None:
         trace = base.trace_path
-    prefill = _pool(p, doc.prefill, "prefill", "prefill", base.prefill if base else None)
-    decode = _pool(p, doc.decode, "decode", "decode", base.decode if base else None)
+    prefill = _pool(p, doc.prefill, "prefill", base.prefill if base else None)
+    decode = _pool(p, doc.decode, "decode", base.decode if base else None)
 
     for key, pool in (("prefill", prefill), ("decode", decode)):
         if spec.n_q_heads % pool.tp:

@@ -224,28 +224,26 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
     if log and (base <= 0 or fact <= 0 or start <= 0 or metric == "gross_margin"):
         raise SpecError(f"lever_waterfall: log steps need a positive metric; {metric} is "
                         f"{base:g} (baseline) and {fact:g} (factory)")
+    def change(new, ref):
+        return new / ref if log else new - ref
+
+    # a lever the baseline has is measured by its removal there (path, baseline) or at the
+    # factory; a lever it lacks by its addition there, or at the factory
     steps = []
+    for row in pre + ([] if basis == "path" else post):
+        if basis == "factory":
+            steps.append((row["lever"], change(fact, float(row["factory_without"][metric]))))
+        elif "baseline_without" in row:
+            steps.append((row["lever"], change(base, float(row["baseline_without"][metric]))))
+        else:
+            steps.append((row["lever"], change(float(row["baseline_with"][metric]), base)))
     if basis == "path":
         # cumulative: each lever added to the baseline with every earlier one (compare's
         # PATH_ORDER); the steps are exact, and what remains is the configs' other differences
         level = base
         for r in result["path"]:
-            new = float(r[metric])
-            steps.append((r["step"], new / level if log else new - level))
-            level = new
-        pre_rows = pre
-        pre = []
-        post = []
-        steps = [(r["lever"], (base / float(r["baseline_without"][metric])) if log else
-                  base - float(r["baseline_without"][metric])) for r in pre_rows] + steps
-    for row in pre + post:
-        if basis == "factory":
-            ref, new = float(row["factory_without"][metric]), fact
-        elif "baseline_without" in row:
-            ref, new = float(row["baseline_without"][metric]), base
-        else:
-            ref, new = base, float(row["baseline_with"][metric])
-        steps.append((row["lever"], new / ref if log else new - ref))
+            steps.append((r["step"], change(float(r[metric]), level)))
+            level = float(r[metric])
     rows = [{"step": start_name, "kind": "start", "before": 0.0 if not log else np.nan,
              "after": start, "change": np.nan}]
     level = start
