@@ -19,6 +19,7 @@ from .cost import Cost, cost_ops
 from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
                        mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops
+from .tape import concrete, is_traced
 
 RESOURCES = ("compute", "memory", "comm", "overhead")
 
@@ -53,13 +54,17 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
 def binding(named: Mapping[str, Any]) -> Any:
     """Index (into ``named``'s order, int8) of the largest part at each point, the first on a
     tie; the Dataset carries the labels (:func:`.core._to_dataset`)."""
-    parts = [np.asarray(a, dtype=float) for a in named.values()]
-    best, code = parts[0], np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), np.int8)
+    if is_traced(*named.values()):     # traced: the code as a float, per point
+        parts, code = list(named.values()), 0.0
+    else:
+        parts = [np.asarray(a, dtype=float) for a in named.values()]
+        code = np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), np.int8)
+    best = parts[0]
     for i, p in enumerate(parts[1:], 1):
         larger = p > best
         code = np.where(larger, np.int8(i), code)
         best = np.maximum(best, p)
-    return code if code.ndim else code.item()
+    return code if np.ndim(code) else np.asarray(code).item()
 
 
 def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
@@ -73,7 +78,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     verify = run_pass(g, main_layers(m), seqs=B, new_tokens=1.0 + d, cached_tokens=ctx - 1.0,
                       kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
     # a draft pass is a single micro-batch: nothing to overlap its communication with
-    if np.any(np.asarray(d) > 0):
+    if np.any(concrete(d) > 0):
         dg = for_draft(g, draft) if draft is not None else replace(g, overlap="none")
         dL = main_layers(draft) if draft is not None else mtp_layers(m)
         dpass = run_pass(dg, dL, seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0, kv_len=ctx,
@@ -132,14 +137,14 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     out["prefill_binding_resource"] = binding({r: out[f"prefill_{r}_s"] for r in RESOURCES})
 
     # ---- memory per GPU: the serving engine reserves each sequence's final length
-    uses_draft = np.asarray(d) > 0
+    uses_draft = d > 0
     if draft is None:
         mtp = weight_bytes_per_gpu(g, with_mtp=True) - weight_bytes_per_gpu(g, with_mtp=False)
         weights = weight_bytes_per_gpu(g, with_mtp=False) + mtp * uses_draft
     else:
         weights = (weight_bytes_per_gpu(g, with_mtp=False)
                    + weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
-    final = np.where(np.asarray(ax["final_len"]) > 0, ax["final_len"], ctx)
+    final = np.where(ax["final_len"] > 0, ax["final_len"], ctx)
     final = np.maximum(final, ctx)
     kv_per_seq = (final * m.kv_bytes_per_token(g.kvprec)
                   + np.minimum(final, m.sliding_window_tokens) * m.n_sliding_window_layers

@@ -26,6 +26,7 @@ from ..realism import Realism, load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .block import RESOURCES, evaluate_block, op_table
 from .geometry import validate_struct
+from .tape import NotTraceable
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap  # noqa: F401 (re-exported)
 
 
@@ -257,6 +258,12 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
         return evaluate_block(g, raw, acceptance_by_position, draft)
     axis = max(range(len(order)), key=lambda i: sizes[order[i]])
     n = sizes[order[axis]]
+    if n >= FUSED_MIN_POINTS and all(np.ndim(a) == 0 or a.size == a.shape[axis] or a.size == 1
+                                     for a in raw.values()):
+        try:           # a list of points: one compiled pass (engine.tape)
+            return _evaluate_fused(g, raw, axis, n, acceptance_by_position, draft)
+        except NotTraceable:
+            pass
     if n < 4 * TILE_POINTS:
         return evaluate_block(g, raw, acceptance_by_position, draft)
     starts = list(range(0, n, TILE_POINTS))
@@ -303,6 +310,47 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
     with ThreadPoolExecutor(max_workers=_N_THREADS) as pool:
         for k, part in zip(range(1, len(starts)), pool.map(tile, range(1, len(starts)))):
             place(k, part)
+    return out
+
+
+#: Points from which a list of points is evaluated by one compiled pass (below, numpy's
+#: passes over a few thousand points cost less than recording the tape).
+FUSED_MIN_POINTS = 4096
+
+
+def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_position,
+                    draft) -> dict[str, Any]:
+    """:func:`.block.evaluate_block` over a list of ``n`` points (every varying axis varies
+    along dimension ``axis`` only), as one compiled pass: the block's numpy code is traced
+    once on stand-ins for the per-point axes (:mod:`.tape`) and the recorded program runs
+    over the points (:mod:`.tape_exec`). Same results as the numpy passes (to rounding)."""
+    from . import tape as T
+    from .tape_exec import run
+
+    shape = [1] * np.ndim(next(a for a in raw.values() if np.ndim(a)))
+    shape[axis] = n
+    tape = T.Tape()
+    ax, data, first = {}, {}, {}
+    for name, a in raw.items():
+        if np.ndim(a) and a.size > 1:
+            data[name] = a.reshape(-1)
+            ax[name] = tape.input(name, data[name])
+            first[name] = a.reshape(-1)[:1]
+        else:
+            ax[name] = first[name] = a
+    traced = evaluate_block(g, ax, acceptance_by_position, draft)
+    program = T.compile_outputs(tape, traced)
+    values = run(program, data, n)
+    kinds = evaluate_block(g, first, acceptance_by_position, draft)     # the output dtypes
+    out = {}
+    for name, (kind, v) in program.outputs.items():
+        if kind == "const":
+            out[name] = v
+            continue
+        arr = values[name].reshape(shape)
+        dtype = np.asarray(kinds[name]).dtype
+        out[name] = (arr != 0.0) if dtype.kind == "b" else (
+            arr.astype(dtype) if dtype != arr.dtype else arr)
     return out
 
 

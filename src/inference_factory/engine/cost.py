@@ -21,6 +21,7 @@ from . import grid as G
 from .geometry import Geom
 from .measured import a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s, tables_for
 from .ops import Op
+from .tape import is_traced
 
 
 @dataclass
@@ -66,8 +67,11 @@ def cost_op(g: Geom, op: Op, memo: dict | None = None) -> Cost:
 
 def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
     rl = g.rl
-    compute = np.asarray(t_flop) >= np.asarray(t_byte)
-    compute = compute.item() if compute.ndim == 0 else compute
+    if is_traced(t_flop, t_byte):
+        compute = t_flop >= t_byte
+    else:
+        compute = np.asarray(t_flop) >= np.asarray(t_byte)
+        compute = compute.item() if compute.ndim == 0 else compute
     resource = "compute-or-memory"
     if rl.is_ideal:
         return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tape import guarded, is_traced, take
+
 #: Where an op's time came from; stored as small integers, labelled in the Dataset.
 SOURCES = ("roofline", "extrapolated", "interpolated", "measured")
 ROOFLINE, EXTRAPOLATED, INTERPOLATED, MEASURED = range(4)
@@ -78,17 +80,18 @@ def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
 def _locate(axis: np.ndarray, x):
     """Lower cell index, weight of the upper neighbour, clamped flag, and a function giving
     the on-node flag (only needed for source labels)."""
-    x = np.asarray(x, dtype=float)
+    x = x if is_traced(x) else np.asarray(x, dtype=float)
     if axis.size == 1:
         off = np.abs(x - axis[0]) > _ON_NODE
         return np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape), off, lambda: ~off
     xc = np.clip(x, axis[0], axis[-1])
     clamped = (x < axis[0] - _ON_NODE) | (x > axis[-1] + _ON_NODE)
     i = np.clip(np.searchsorted(axis, xc, side="right") - 1, 0, axis.size - 2)
-    w = (xc - axis[i]) / (axis[i + 1] - axis[i])
+    lo, hi = take(axis, i), take(axis, i + 1)
+    w = (xc - lo) / (hi - lo)
 
     def on_node():
-        on = (np.abs(xc - axis[i]) <= _ON_NODE) | (np.abs(xc - axis[i + 1]) <= _ON_NODE)
+        on = (np.abs(xc - lo) <= _ON_NODE) | (np.abs(xc - hi) <= _ON_NODE)
         return on & ~clamped
     return i, w, clamped, on_node
 
@@ -113,7 +116,7 @@ def _gather(values: np.ndarray, idx: tuple) -> np.ndarray:
     flat = idx[0]
     for k in range(1, len(idx)):
         flat = flat * values.shape[k] + idx[k]
-    return values.reshape(-1).take(flat)
+    return take(values, flat)
 
 
 def _source(locs, shape) -> np.ndarray:
@@ -164,7 +167,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     asked for: ``detail="ops"``)."""
     if mode == "separable" and len(grid.axes) == 1:
         return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo)
-    cs = [np.asarray(c, dtype=float) for c in coords]
+    cs = [c if is_traced(c) else np.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
     shape = np.broadcast_shapes(*[c.shape for c in cs])
@@ -179,7 +182,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
         for weight, idx, corner in _corners(grid, locs, with_corner=True):
             if not np.any(weight):
                 continue
-            node = [np.exp(axis[j]) for axis, j in zip(grid.axes, idx)]
+            node = [np.exp(take(axis, j)) for axis, j in zip(grid.axes, idx)]
             if corner[1:] not in rest:
                 rest[corner[1:]] = np.log(roofline(1.0, *node[1:]))
             out = out + weight * (_gather(grid.values, idx) + np.log(node[0]) + rest[corner[1:]])
@@ -187,22 +190,30 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     for _, _, cl, _ in locs:
         clamped = clamped | cl
     if clamped.any() and mode == "separable":
-        # only the clamped points, as the roofline has no per-point parameter
-        out = np.array(out, dtype=float)
-        sub = [np.broadcast_to(c, shape)[clamped] for c in cs]
-        inside = [np.exp(np.clip(np.log(np.maximum(c, 1e-30)), a[0], a[-1]))
-                  for c, a in zip(sub, grid.axes)]
-        out[clamped] += np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
+        def grow(sub):
+            inside = [np.exp(np.clip(np.log(np.maximum(c, 1e-30)), a[0], a[-1]))
+                      for c, a in zip(sub, grid.axes)]
+            return np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
+        if is_traced(clamped):      # per point: the same correction where clamped
+            with guarded(clamped):
+                g = grow(cs)
+            out = out + np.where(clamped, g, 0.0)
+        else:                       # only the clamped points, as the roofline has no per-point parameter
+            out = np.array(out, dtype=float)
+            out[clamped] += grow([np.broadcast_to(c, shape)[clamped] for c in cs])
     elif clamped.any():
-        # coordinates inside the table stay bit-identical, so the correction is exactly 0
-        inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
-                  for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
-        corr = np.log(cs[0]) - np.log(inside[0])
-        if any(np.any(cl) for _, _, cl, _ in locs[1:]):   # else t0(1, x_1..) cancels
-            corr = corr + (np.log(roofline(1.0, *cs[1:])) - np.log(roofline(1.0, *inside[1:])))
-        # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
-        # latency rather than shrinking with its roofline
-        out = out + np.where(clamped, np.maximum(corr, 0.0), 0.0)
+        with guarded(clamped):
+            # coordinates inside the table stay bit-identical, so the correction is exactly 0
+            inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
+                      for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
+            corr = np.log(cs[0]) - np.log(inside[0])
+            if any(np.any(cl) for _, _, cl, _ in locs[1:]):   # else t0(1, x_1..) cancels
+                corr = corr + (np.log(roofline(1.0, *cs[1:]))
+                               - np.log(roofline(1.0, *inside[1:])))
+            # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
+            # latency rather than shrinking with its roofline
+            corr = np.maximum(corr, 0.0)
+        out = out + np.where(clamped, corr, 0.0)
     return np.exp(out), lambda: _source(locs, shape)
 
 
@@ -214,7 +225,7 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None):
     if memo is not None and key in memo:
         _, x, log_x, cell, w, above = memo[key]
     else:
-        x = np.asarray(x, dtype=float)
+        x = x if is_traced(x) else np.asarray(x, dtype=float)
         log_x = np.log(np.maximum(x, 1e-30))
         # fractional node index of each point (held at the edges): linear in log x; kept as
         # the lower node and the weight of the upper one, shared by the ops at this x
@@ -227,18 +238,24 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None):
             memo[key] = (axis, x, log_x, cell, w, above)
     latency = values + np.log(roofline(np.exp(axis)))
     if axis.size == 1:
-        out = np.full(np.shape(log_x), latency[0])
+        out = latency[0] + 0.0 * log_x if is_traced(log_x) else np.full(np.shape(log_x), latency[0])
     else:
         # numpy.interp over the node index, written as a gather: no search per point
         slope = np.diff(latency)
-        out = latency.take(cell) + w * slope.take(cell)
+        out = take(latency, cell) + w * take(slope, cell)
         out = np.array(out) if out.ndim == 0 else out     # writable below
     if above is not None:
-        # above the table the time follows the op's roofline (only those points evaluated)
+        # above the table the time follows the op's roofline
         top = np.exp(axis[-1])
-        xa = np.broadcast_to(x, out.shape)[above]
-        grow = np.log(roofline(xa)) - np.log(roofline(top))
-        out[above] += np.maximum(grow, 0.0)
+
+        def grow(xa):
+            return np.maximum(np.log(roofline(xa)) - np.log(roofline(top)), 0.0)
+        if is_traced(above):        # per point: the same growth where above
+            with guarded(above):
+                g = grow(x)
+            out = out + np.where(above, g, 0.0)
+        else:                       # only those points evaluated
+            out[above] += grow(np.broadcast_to(x, out.shape)[above])
     return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x))
 
 

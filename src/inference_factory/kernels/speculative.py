@@ -29,8 +29,9 @@ def expected_tokens_per_step_sequence(*, draft_depth, acceptance_by_position):
     """
     a = np.asarray(acceptance_by_position, dtype=float)
     table = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
-    idx = np.clip(np.asarray(draft_depth), 0, a.size).astype(int)
-    return table[idx]
+    # read at whole depths: interpolation between nodes 0..D is exact there (and takes
+    # traced depths, engine.tape)
+    return np.interp(np.trunc(np.clip(draft_depth, 0, a.size)), np.arange(table.size), table)
 
 
 def acceptance_by_position(*, first_position_acceptance, decay_per_position, depth):

@@ -1,0 +1,446 @@
+"""A block's arithmetic recorded once and replayed by one compiled pass over the points.
+
+The engine's formulas are written once, as numpy expressions over the grid (the kernels, the
+op graph, the cost rules, the schedule). For a list of non-separable points (every axis
+differs at every point: Monte Carlo, Latin hypercubes) running them as numpy passes costs one
+full-length temporary per operation, about a thousand passes per point. Instead,
+:func:`trace` runs the *same* code once on :class:`Traced` stand-ins for the per-point axes:
+every numpy operation that touches a per-point value is recorded on a :class:`Tape` (an SSA
+list of elementwise instructions); everything else (the model's shapes, the measured tables,
+the device's peaks) is computed as usual and enters the tape as constants. The tape is then
+pruned to what the outputs need, common subexpressions are merged, registers are assigned,
+and :func:`.tape_exec.run` evaluates it block by block of a few hundred points (the registers
+stay in the CPU caches) on every core.
+
+Where the numpy code branches on the data (``clamped.any()``: are some points beyond the
+measured table?), a traced value answers "yes" and the code takes its per-point form
+(``np.where``), which gives each point what the numpy branch gives it. Whatever the tracer
+cannot express raises :class:`NotTraceable`, and the caller evaluates with numpy instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+# ---- instruction set: elementwise on float64 (booleans are 0.0 / 1.0) -------------------------
+OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "gt", "ge", "lt", "le", "eq", "ne",
+       "and", "or", "not", "neg", "log", "exp", "log1p", "sqrt", "ceil", "floor", "trunc",
+       "abs", "where", "interp", "search_right", "take", "skip")
+OP = {name: i for i, name in enumerate(OPS)}
+
+_UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+           np.maximum: "max", np.minimum: "min", np.power: "pow", np.greater: "gt",
+           np.greater_equal: "ge", np.less: "lt", np.less_equal: "le", np.equal: "eq",
+           np.not_equal: "ne", np.logical_and: "and", np.logical_or: "or",
+           np.bitwise_and: "and", np.bitwise_or: "or", np.logical_not: "not",
+           np.invert: "not", np.negative: "neg", np.log: "log", np.exp: "exp",
+           np.log1p: "log1p", np.sqrt: "sqrt", np.ceil: "ceil", np.floor: "floor",
+           np.trunc: "trunc", np.absolute: "abs"}
+_BOOL_OUT = {"gt", "ge", "lt", "le", "eq", "ne", "and", "or", "not"}
+
+
+class NotTraceable(Exception):
+    """The block uses an operation the tape cannot record (evaluate it with numpy)."""
+
+
+def _const(x) -> float:
+    """A concrete operand as one float (a per-point array cannot enter the tape as data)."""
+    if isinstance(x, (bool, int, float, np.number, np.bool_)):
+        return float(x)
+    a = np.asarray(x)
+    if a.size != 1:
+        raise NotTraceable(f"a concrete array of shape {a.shape} meets a traced value")
+    return float(a.reshape(-1)[0])
+
+
+class Tape:
+    """The recorded instructions: ``nodes[i] = (op, operands, tables)``; an operand is
+    ``("v", node)`` or ``("k", float)``; ``tables`` index :attr:`tables`."""
+
+    def __init__(self):
+        self.nodes: list[tuple] = []
+        self.tables: list[np.ndarray] = []
+        self._table_ids: dict[tuple, int] = {}
+        self._cse: dict[tuple, int] = {}
+        self.inputs: list[str] = []
+        self.data: dict[int, np.ndarray] = {}
+        self.region_of: dict[int, int] = {}      # node -> guarded region (see :meth:`guarded`)
+        self.region_mask: list[int] = []         # region -> its mask node
+        self._region: int | None = None
+
+    def input(self, name: str, data: np.ndarray | None = None) -> "Traced":
+        """A traced input; ``data`` (its values at the points) answers :func:`concrete`."""
+        self.nodes.append(("input", (), ()))
+        self.inputs.append(name)
+        if data is not None:
+            self.data[len(self.nodes) - 1] = data
+        return Traced(self, len(self.nodes) - 1)
+
+    def table(self, values) -> int:
+        a = np.ascontiguousarray(values, dtype=float).reshape(-1)
+        key = (a.size, a.tobytes())
+        if key not in self._table_ids:
+            self._table_ids[key] = len(self.tables)
+            self.tables.append(a)
+        return self._table_ids[key]
+
+    def emit(self, op: str, args, tables=()) -> "Traced":
+        operands = tuple(("v", a.node) if isinstance(a, Traced) else ("k", _const(a))
+                         for a in args)
+        simple = _simplify(op, operands)
+        if simple is not None:
+            return Traced(self, simple)
+        key = (op, operands, tuple(tables), None)     # values outside regions always exist
+        node = self._cse.get(key)
+        if node is None and self._region is not None:
+            key = key[:3] + (self._region,)
+            node = self._cse.get(key)
+        if node is None:
+            self.nodes.append((op, operands, tuple(tables)))
+            node = self._cse[key] = len(self.nodes) - 1
+            if self._region is not None:
+                self.region_of[node] = self._region
+        return Traced(self, node)
+
+    def guarded(self, mask: "Traced"):
+        """Context: the values recorded inside matter only where ``mask`` is true (they feed
+        ``np.where(mask, value, ...)``): the compiled pass skips them for a block of points
+        where it is false everywhere (beyond-the-table corrections, rare inside a grid)."""
+        return _Guard(self, mask)
+
+
+class _Guard:
+    def __init__(self, tape: Tape, mask):
+        self.tape, self.mask, self.outer = tape, mask, None
+
+    def __enter__(self):
+        t = self.tape
+        self.outer = t._region
+        if t._region is None and isinstance(self.mask, Traced):   # no nesting
+            t.region_mask.append(self.mask.node)
+            t._region = len(t.region_mask) - 1
+        return self
+
+    def __exit__(self, *exc):
+        self.tape._region = self.outer
+        return False
+
+
+class _NoGuard:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def guarded(mask):
+    """:meth:`Tape.guarded` for a traced mask; nothing for a concrete one."""
+    return mask.tape.guarded(mask) if isinstance(mask, Traced) else _NoGuard()
+
+
+def _simplify(op, operands):
+    """x*1, 1*x, x/1, x+0, 0+x, x-0 are x (exact in IEEE arithmetic)."""
+    if len(operands) != 2:
+        return None
+    (ka, a), (kb, b) = operands
+    if kb == "k" and ka == "v" and ((op in ("mul", "div") and b == 1.0)
+                                    or (op in ("add", "sub") and b == 0.0)):
+        return a
+    if ka == "k" and kb == "v" and ((op == "mul" and a == 1.0) or (op == "add" and a == 0.0)):
+        return b
+    return None
+
+
+def is_traced(*xs) -> bool:
+    return any(isinstance(x, Traced) for x in xs)
+
+
+def concrete(x):
+    """The values of ``x`` at the points: ``x`` itself unless it is a traced input (whose data
+    the tape holds); for a Python branch over a whole block (is there any draft?)."""
+    if not isinstance(x, Traced):
+        return x
+    if x.node not in x.tape.data:
+        raise NotTraceable("the values of a traced intermediate are not known while tracing")
+    return x.tape.data[x.node]
+
+
+class Traced:
+    """A per-point value being traced: numpy's elementwise functions and operators record
+    themselves on the tape. Shaped like a one-element array (so it broadcasts with scalars),
+    with ``ndim`` 1 (it varies per point)."""
+
+    __slots__ = ("tape", "node")
+    __array_priority__ = 1000.0
+    shape = (1,)
+    ndim = 1
+    size = 1
+    dtype = np.dtype(float)
+
+    def __init__(self, tape: Tape, node: int):
+        self.tape, self.node = tape, node
+
+    # -- numpy protocols ------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        if method != "__call__" or kw.get("out") is not None or ufunc not in _UFUNCS:
+            raise NotTraceable(f"numpy.{ufunc.__name__}.{method}")
+        return self.tape.emit(_UFUNCS[ufunc], inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        impl = _FUNCTIONS.get(func)
+        if impl is None:
+            raise NotTraceable(f"numpy.{func.__name__}")
+        return impl(*args, **kwargs)
+
+    def __array__(self, *a, **k):
+        raise NotTraceable("a traced value converted to an array")
+
+    def __bool__(self):
+        raise NotTraceable("a Python branch on a traced value")
+
+    def __float__(self):
+        raise NotTraceable("a traced value converted to a float")
+
+    def __getitem__(self, key):
+        raise NotTraceable("indexing a traced value")
+
+    def __iter__(self):
+        raise NotTraceable("iterating over a traced value")
+
+    __hash__ = object.__hash__
+
+    # -- what the engine asks of an array -------------------------------------------------
+    def any(self):
+        """Conservative: some point may be True (the caller takes its per-point form)."""
+        return True
+
+    def astype(self, dtype, *a, **k):
+        kind = np.dtype(dtype).kind
+        if kind in "iu":
+            return self.tape.emit("trunc", (self,))
+        if kind in "fb":
+            return self
+        raise NotTraceable(f"astype({dtype})")
+
+    def item(self):
+        raise NotTraceable("item() of a traced value")
+
+    # -- operators ------------------------------------------------------------------------
+    def _bin(op, swap=False):
+        def f(self, other):
+            return self.tape.emit(op, (other, self) if swap else (self, other))
+        return f
+
+    __add__, __radd__ = _bin("add"), _bin("add", True)
+    __sub__, __rsub__ = _bin("sub"), _bin("sub", True)
+    __mul__, __rmul__ = _bin("mul"), _bin("mul", True)
+    __truediv__, __rtruediv__ = _bin("div"), _bin("div", True)
+    __pow__, __rpow__ = _bin("pow"), _bin("pow", True)
+    __gt__, __ge__, __lt__, __le__ = _bin("gt"), _bin("ge"), _bin("lt"), _bin("le")
+    __eq__, __ne__ = _bin("eq"), _bin("ne")
+    __and__, __rand__ = _bin("and"), _bin("and", True)
+    __or__, __ror__ = _bin("or"), _bin("or", True)
+    del _bin
+
+    def __neg__(self):
+        return self.tape.emit("neg", (self,))
+
+    def __invert__(self):
+        return self.tape.emit("not", (self,))
+
+    def __abs__(self):
+        return self.tape.emit("abs", (self,))
+
+    def __pos__(self):
+        return self
+
+
+def _tape_of(*xs) -> Tape:
+    return next(x.tape for x in xs if isinstance(x, Traced))
+
+
+def _where(cond, a=None, b=None):
+    if a is None or b is None:
+        raise NotTraceable("numpy.where with one argument")
+    if not is_traced(cond):
+        return a if _const(cond) else b
+    return _tape_of(cond, a, b).emit("where", (cond, a, b))
+
+
+def _clip(x, lo, hi, **kw):
+    """numpy.clip = minimum(maximum(x, lo), hi)."""
+    if kw:
+        raise NotTraceable("numpy.clip with keywords")
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    if left is not None or right is not None or period is not None or is_traced(xp, fp):
+        raise NotTraceable("numpy.interp with traced nodes or edge values")
+    t = _tape_of(x)
+    xp, fp = np.asarray(xp, dtype=float), np.asarray(fp, dtype=float)
+    return t.emit("interp", (x,), (t.table(xp), t.table(fp)))
+
+
+def _searchsorted(a, v, side="left", sorter=None):
+    if side != "right" or sorter is not None or is_traced(a):
+        raise NotTraceable("numpy.searchsorted other than side='right' on a concrete axis")
+    t = _tape_of(v)
+    return t.emit("search_right", (v,), (t.table(a),))
+
+
+def take(values, index):
+    """``values.reshape(-1)[index]`` for a concrete table and a traced or concrete index."""
+    values = np.asarray(values)
+    if isinstance(index, Traced):
+        return index.tape.emit("take", (index,), (index.tape.table(values),))
+    return values.reshape(-1).take(index)
+
+
+def _ndim(a):
+    return 1 if isinstance(a, Traced) else np.asarray(a).ndim
+
+
+def _shape(a):
+    return Traced.shape if isinstance(a, Traced) else np.asarray(a).shape
+
+
+def _broadcast_to(a, shape, subok=False):
+    if isinstance(a, Traced):
+        return a
+    raise NotTraceable("numpy.broadcast_to of a concrete array with a traced shape")
+
+
+def _any(a, *args, **kw):
+    return True if isinstance(a, Traced) else bool(np.any(np.asarray(a)))
+
+
+_FUNCTIONS = {np.where: _where, np.clip: _clip, np.interp: _interp,
+              np.searchsorted: _searchsorted, np.ndim: _ndim, np.shape: _shape,
+              np.broadcast_to: _broadcast_to, np.any: _any}
+
+
+# ---- from a traced block to a program ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Program:
+    """A pruned, register-allocated tape.
+
+    ``code[i] = (op, out, a, b, c, table, table2, table_len)``: every operand is a register
+    (a constant has its own register, filled once per thread: ``const_regs``/``const_values``),
+    tables are offsets into ``table_data``. ``input_regs[j]`` receives input ``inputs[j]``;
+    ``outputs`` maps each output name to ``("reg", register)``, or to ``("const", value)``
+    where it does not depend on the traced inputs."""
+
+    code: np.ndarray
+    table_data: np.ndarray
+    const_regs: np.ndarray
+    const_values: np.ndarray
+    inputs: tuple[str, ...]
+    input_regs: np.ndarray
+    outputs: dict[str, tuple[str, Any]]
+    n_regs: int
+
+    @property
+    def n_instructions(self) -> int:
+        return int(self.code.shape[0])
+
+
+def _insert_skips(tape: Tape, code: list, code_node: list, reg: dict, kept: set) -> list:
+    """Before each guarded region, ``skip``: jump over its instructions for a block where its
+    mask is false at every point. A region qualifies if its values are read, outside it,
+    only as the selected branch of ``np.where(mask, value, ...)`` and are no outputs."""
+    spans: dict[int, list[int]] = {}
+    for pos, n in enumerate(code_node):
+        r = tape.region_of.get(n)
+        if r is not None:
+            spans.setdefault(r, []).append(pos)
+    ok = {r for r, pos in spans.items() if pos[-1] - pos[0] + 1 == len(pos)}
+    for n in code_node:             # readers outside the region
+        op, operands, _ = tape.nodes[n]
+        for j, (kind, a) in enumerate(operands):
+            r = tape.region_of.get(a) if kind == "v" else None
+            if r is None or tape.region_of.get(n) == r:
+                continue
+            if not (op == "where" and j == 1 and operands[0] == ("v", tape.region_mask[r])):
+                ok.discard(r)
+    ok -= {tape.region_of.get(n) for n in kept}
+    starts = {spans[r][0]: r for r in ok}
+    out = []
+    for pos, ins in enumerate(code):
+        r = starts.get(pos)
+        if r is not None:
+            m = reg[tape.region_mask[r]]
+            out.append((OP["skip"], m, m, m, m, len(spans[r]), 0, 0))
+        out.append(ins)
+    return out
+
+
+def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
+    """Keep the instructions the outputs need (in recording order), and give each value a
+    register that is freed after its last use (elementwise instructions may write over an
+    operand's register); each distinct constant gets a register of its own."""
+    live = set()
+    stack = [v.node for v in outputs.values() if isinstance(v, Traced)]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(a for kind, a in tape.nodes[n][1] if kind == "v")
+    order = sorted(live)
+    last_use: dict[int, int] = {}
+    const_reg: dict[float, int] = {}
+    for pos, n in enumerate(order):
+        for kind, a in tape.nodes[n][1]:
+            if kind == "v":
+                last_use[a] = pos
+            elif a not in const_reg:
+                const_reg[a] = len(const_reg)
+    kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
+    offsets, at = [], 0
+    for t in tape.tables:
+        offsets.append(at)
+        at += t.size
+    reg: dict[int, int] = {}
+    free: list[int] = []
+    n_regs = len(const_reg)
+    code = []
+    input_nodes = [k for k, nd in enumerate(tape.nodes) if nd[0] == "input"]
+    input_name = dict(zip(input_nodes, tape.inputs))
+    inputs, input_regs = [], []
+    code_node: list[int] = []
+    for pos, n in enumerate(order):
+        op, operands, tables = tape.nodes[n]
+        regs_in = [reg[a] if kind == "v" else const_reg[a] for kind, a in operands]
+        for a in {a for kind, a in operands if kind == "v"}:   # dying operands free first
+            if last_use.get(a) == pos and a not in kept:
+                free.append(reg[a])
+        if free:
+            r = free.pop()
+        else:
+            r, n_regs = n_regs, n_regs + 1
+        reg[n] = r
+        if op == "input":
+            inputs.append(input_name[n])
+            input_regs.append(r)
+            continue
+        regs_in += [regs_in[0]] * (3 - len(regs_in))        # unused operand slots
+        t1 = offsets[tables[0]] if tables else 0
+        t2 = offsets[tables[1]] if len(tables) > 1 else 0
+        tlen = tape.tables[tables[0]].size if tables else 0
+        code.append((OP[op], r, *regs_in, t1, t2, tlen))
+        code_node.append(n)
+    code = _insert_skips(tape, code, code_node, reg, kept)
+    out = {name: ("reg", reg[v.node]) if isinstance(v, Traced) else ("const", v)
+           for name, v in outputs.items()}
+    return Program(code=np.array(code, dtype=np.int64).reshape(-1, 8),
+                   table_data=(np.concatenate(tape.tables) if tape.tables else np.zeros(1)),
+                   const_regs=np.array(list(const_reg.values()), dtype=np.int64),
+                   const_values=np.array(list(const_reg.keys()), dtype=float),
+                   inputs=tuple(inputs), input_regs=np.array(input_regs, dtype=np.int64),
+                   outputs=out, n_regs=max(n_regs, 1))

@@ -1,0 +1,339 @@
+"""The compiled interpreter of a :class:`.tape.Program`: one pass over the points, block by
+block, every instruction applied to a whole block of registers (numba, on every core).
+
+Each instruction is the elementwise numpy operation it was recorded from, with numpy's
+semantics (NaN propagation of ``maximum``/``minimum``, IEEE division, ``interp`` clamped at
+the end nodes). Compiled code is cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from .tape import OP
+
+ADD, SUB, MUL, DIV, MAX, MIN, POW = (OP[k] for k in ("add", "sub", "mul", "div", "max", "min",
+                                                   "pow"))
+GT, GE, LT, LE, EQ, NE = (OP[k] for k in ("gt", "ge", "lt", "le", "eq", "ne"))
+AND, OR, NOT, NEG = OP["and"], OP["or"], OP["not"], OP["neg"]
+LOG, EXP, LOG1P, SQRT = OP["log"], OP["exp"], OP["log1p"], OP["sqrt"]
+CEIL, FLOOR, TRUNC, ABS = OP["ceil"], OP["floor"], OP["trunc"], OP["abs"]
+WHERE, INTERP, SEARCH, TAKE = OP["where"], OP["interp"], OP["search_right"], OP["take"]
+SKIP = OP["skip"]
+
+#: Points per block: a block's live registers stay in the core's L2 cache, and the cost of
+#: dispatching an instruction is spread over many points.
+BLOCK_POINTS = 512
+
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+# exp and log as vectorisable polynomials (numba has no vector libm here; a libm call per point
+# costs 4-5x more). Cody-Waite reduction, Taylor/atanh series to below half an ulp of truncation
+# error; points outside the polynomial's range (over/underflow, zero, negatives, NaN,
+# subnormals) take numpy's scalar function. Within 3 ulp of numpy's (tests.test_tape).
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01       # ln 2 split: k * _LN2_HI is exact for |k| < 2^11
+_LN2_LO = 1.90821492927058770002e-10
+_SHIFT = 6755399441055744.0                 # 1.5 x 2^52: adding it rounds to an integer
+_SHIFT_BITS = 0x4338000000000000             # its bit pattern: the integer sits in the low bits
+_SQRT2 = 1.4142135623730951
+_EXP_LO, _EXP_HI = -708.0, 709.0            # e^x is a normal double in between
+_TINY = 2.2250738585072014e-308             # smallest normal double
+
+
+@njit(fastmath={"contract"}, **_JIT)
+def _exp_block(a, o, scratch, keep, n):
+    """o = exp(a): x = k ln2 + r, |r| <= ln2/2; e^r by its Taylor series to r^13
+    (truncation < 5e-18); 2^k written into the exponent bits. ``keep``: a copy of ``a``
+    for the scalar fix-up (``o`` may be ``a``)."""
+    sf = scratch.view(np.float64)
+    bad = False
+    for i in range(n):
+        x = a[i]
+        keep[i] = x
+        bad |= not (x > _EXP_LO and x < _EXP_HI)
+        x = _EXP_HI if x > _EXP_HI else x
+        x = _EXP_LO if x < _EXP_LO else x
+        t = x * _LOG2E + _SHIFT
+        k = t - _SHIFT
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        p = 1.6059043836821613e-10
+        p = p * r + 2.08767569878681e-09
+        p = p * r + 2.505210838544172e-08
+        p = p * r + 2.755731922398589e-07
+        p = p * r + 2.7557319223985893e-06
+        p = p * r + 2.48015873015873e-05
+        p = p * r + 0.0001984126984126984
+        p = p * r + 0.001388888888888889
+        p = p * r + 0.008333333333333333
+        p = p * r + 0.041666666666666664
+        p = p * r + 0.16666666666666666
+        p = p * r + 0.5
+        p = p * r + 1.0
+        p = p * r + 1.0
+        o[i] = p
+        sf[i] = t
+    for i in range(n):
+        scratch[i] = (scratch[i] - _SHIFT_BITS + 1023) << 52
+    for i in range(n):
+        o[i] = o[i] * sf[i]
+    if bad:
+        for i in range(n):
+            x = keep[i]
+            if not (x > _EXP_LO and x < _EXP_HI):
+                o[i] = np.exp(x)
+
+
+@njit(fastmath={"contract"}, **_JIT)
+def _log_block(a, o, scratch, keep, n):
+    """o = log(a): a = 2^e m, m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = (m-1)/(m+1),
+    |s| < 0.172, by its series to s^21 (truncation < 1e-18)."""
+    sf = scratch.view(np.float64)
+    ai = a.view(np.int64)
+    bad = False
+    for i in range(n):
+        x = a[i]
+        keep[i] = x
+        bad |= not (x >= _TINY and x < np.inf)
+        scratch[i] = (ai[i] & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000
+    for i in range(n):
+        m = sf[i]
+        e = np.float64((ai[i] >> 52) - 1023)
+        big = m > _SQRT2
+        m = m * 0.5 if big else m
+        e = e + 1.0 if big else e
+        s = (m - 1.0) / (m + 1.0)
+        z = s * s
+        p = 0.047619047619047616
+        p = p * z + 0.05263157894736842
+        p = p * z + 0.058823529411764705
+        p = p * z + 0.06666666666666667
+        p = p * z + 0.07692307692307693
+        p = p * z + 0.09090909090909091
+        p = p * z + 0.1111111111111111
+        p = p * z + 0.14285714285714285
+        p = p * z + 0.2
+        p = p * z + 0.3333333333333333
+        p = p * z + 1.0
+        o[i] = e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
+    if bad:
+        for i in range(n):
+            x = keep[i]
+            if not (x >= _TINY and x < np.inf):
+                o[i] = np.log(x)
+
+
+@njit(**_JIT)
+def _count_le(tab, t0, tlen, a, o, n):
+    """o = number of nodes tab[t0:t0+tlen] (ascending) <= a, per point
+    (numpy.searchsorted side='right'): one vectorised pass per node (the tables have tens of
+    nodes; a binary search per point does not vectorise)."""
+    for i in range(n):
+        o[i] = 0.0
+    for k in range(tlen):
+        node = tab[t0 + k]
+        for i in range(n):
+            o[i] += 1.0 if a[i] >= node else 0.0
+    for i in range(n):                      # NaN sorts after every node
+        if a[i] != a[i]:
+            o[i] = tlen
+
+
+@njit(**_JIT)
+def _interp_block(tab, t0, t1, tlen, a, o, cnt, n):
+    """o = numpy.interp(a, xp, fp), xp = tab[t0:t0+tlen], fp = tab[t1:t1+tlen]: held at the
+    end values, ``slope * (x - xp[j]) + fp[j]`` inside (numpy's formula). ``cnt``: scratch
+    (``o`` may be ``a``'s register)."""
+    _count_le(tab, t0, tlen, a, cnt, n)
+    last = tlen - 1
+    for i in range(n):
+        x = a[i]
+        j = int(cnt[i]) - 1
+        j = 0 if j < 0 else (last - 1 if j > last - 1 else j)
+        if last == 0:
+            y = tab[t1]
+        elif x <= tab[t0]:
+            y = tab[t1]
+        elif x >= tab[t0 + last]:
+            y = tab[t1 + last]
+        else:
+            slope = (tab[t1 + j + 1] - tab[t1 + j]) / (tab[t0 + j + 1] - tab[t0 + j])
+            y = slope * (x - tab[t0 + j]) + tab[t1 + j]
+        o[i] = x if x != x else y
+
+
+@njit(**_JIT)
+def _block(code, tab, R, P, scratch, cnt, n):
+    """Every instruction over the first ``n`` points of a block; register r of the block is
+    ``R[r * P : r * P + n]``; an instruction may write over its operand's register (each
+    point reads its operands before writing), ``scratch``/``cnt`` hold what a multi-pass
+    instruction keeps between its passes."""
+    j = -1
+    while j + 1 < code.shape[0]:
+        j += 1
+        op = code[j, 0]
+        o0 = code[j, 1] * P
+        a0 = code[j, 2] * P
+        b0 = code[j, 3] * P
+        o = R[o0:o0 + n]         # views: the vectoriser checks they do not overlap
+        a = R[a0:a0 + n]
+        b = R[b0:b0 + n]
+        if op == MUL:
+            for i in range(n):
+                o[i] = a[i] * b[i]
+        elif op == ADD:
+            for i in range(n):
+                o[i] = a[i] + b[i]
+        elif op == MAX:
+            for i in range(n):
+                x, y = a[i], b[i]
+                o[i] = x if (x > y or x != x) else y
+        elif op == SUB:
+            for i in range(n):
+                o[i] = a[i] - b[i]
+        elif op == DIV:
+            for i in range(n):
+                o[i] = a[i] / b[i]
+        elif op == TAKE:
+            t0, tlen = code[j, 5], code[j, 7]
+            for i in range(n):
+                k = int(a[i])
+                k = 0 if k < 0 else (tlen - 1 if k >= tlen else k)
+                o[i] = tab[t0 + k]
+        elif op == SKIP:           # a guarded region: skipped where its mask is all false
+            anyset = False
+            for i in range(n):
+                anyset |= a[i] != 0.0
+            if not anyset:
+                j += code[j, 5]
+        elif op == WHERE:
+            c0 = code[j, 4] * P
+            c = R[c0:c0 + n]
+            for i in range(n):
+                o[i] = b[i] if a[i] != 0.0 else c[i]
+        elif op == EXP:
+            _exp_block(a, o, scratch, cnt, n)
+        elif op == LOG:
+            _log_block(a, o, scratch, cnt, n)
+        elif op == MIN:
+            for i in range(n):
+                x, y = a[i], b[i]
+                o[i] = x if (x < y or x != x) else y
+        elif op == GE:
+            for i in range(n):
+                o[i] = 1.0 if a[i] >= b[i] else 0.0
+        elif op == GT:
+            for i in range(n):
+                o[i] = 1.0 if a[i] > b[i] else 0.0
+        elif op == INTERP:
+            _interp_block(tab, code[j, 5], code[j, 6], code[j, 7], a, o, cnt, n)
+        elif op == TRUNC:
+            for i in range(n):
+                o[i] = np.trunc(a[i])
+        elif op == OR:
+            for i in range(n):
+                o[i] = 1.0 if (a[i] != 0.0 or b[i] != 0.0) else 0.0
+        elif op == LT:
+            for i in range(n):
+                o[i] = 1.0 if a[i] < b[i] else 0.0
+        elif op == LE:
+            for i in range(n):
+                o[i] = 1.0 if a[i] <= b[i] else 0.0
+        elif op == EQ:
+            for i in range(n):
+                o[i] = 1.0 if a[i] == b[i] else 0.0
+        elif op == NE:
+            for i in range(n):
+                o[i] = 1.0 if a[i] != b[i] else 0.0
+        elif op == AND:
+            for i in range(n):
+                o[i] = 1.0 if (a[i] != 0.0 and b[i] != 0.0) else 0.0
+        elif op == NOT:
+            for i in range(n):
+                o[i] = 1.0 if a[i] == 0.0 else 0.0
+        elif op == NEG:
+            for i in range(n):
+                o[i] = -a[i]
+        elif op == SEARCH:
+            _count_le(tab, code[j, 5], code[j, 7], a, cnt, n)
+            for i in range(n):
+                o[i] = cnt[i]
+        elif op == POW:
+            for i in range(n):
+                o[i] = a[i] ** b[i]
+        elif op == LOG1P:
+            for i in range(n):
+                o[i] = np.log1p(a[i])
+        elif op == SQRT:
+            for i in range(n):
+                o[i] = np.sqrt(a[i])
+        elif op == CEIL:
+            for i in range(n):
+                o[i] = np.ceil(a[i])
+        elif op == FLOOR:
+            for i in range(n):
+                o[i] = np.floor(a[i])
+        elif op == ABS:
+            for i in range(n):
+                o[i] = abs(a[i])
+
+
+@njit(**_JIT)
+def _blocks(t, nt, code, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs,
+            P):
+    """Blocks t, t + nt, t + 2 nt, ... of the points, with this thread's registers."""
+    N = Y.shape[1]
+    nb = (N + P - 1) // P
+    R = np.empty(n_regs * P)
+    scratch = np.empty(P, dtype=np.int64)
+    cnt = np.empty(P)
+    for j in range(const_regs.size):
+        R[const_regs[j] * P:(const_regs[j] + 1) * P] = const_values[j]
+    blk = t
+    while blk < nb:
+        lo = blk * P
+        n = min(P, N - lo)
+        for j in range(input_regs.size):
+            r = input_regs[j] * P
+            x = X[j]
+            for i in range(n):
+                R[r + i] = x[lo + i]
+        _block(code, tab, R, P, scratch, cnt, n)
+        for j in range(output_regs.size):
+            r = output_regs[j] * P
+            for i in range(n):
+                Y[j, lo + i] = R[r + i]
+        blk += nt
+
+
+@njit(parallel=True, **_JIT)
+def _run(code, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs, P, nt):
+    for t in prange(nt):
+        _blocks(np.int64(t), nt, code, tab, const_regs, const_values, X, input_regs, Y, output_regs,
+                n_regs, P)
+
+
+#: numba's default threading layer (workqueue) takes one parallel call at a time
+_LOCK = threading.Lock()
+
+
+def run(program, inputs: dict[str, np.ndarray], n_points: int) -> dict[str, np.ndarray]:
+    """Evaluate ``program`` at ``n_points`` points; ``inputs`` maps each of
+    ``program.inputs`` to a 1-D array of that length (read in place). Returns one array per
+    register output (the constant outputs are the caller's)."""
+    X = tuple(np.ascontiguousarray(inputs[name], dtype=float) for name in program.inputs)
+    if not X:
+        X = (np.zeros(0),)
+    names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
+    regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
+    uniq, where = np.unique(regs, return_inverse=True)
+    Y = np.empty((uniq.size, n_points))
+    if n_points:
+        with _LOCK:
+                _run(program.code, program.table_data, program.const_regs, program.const_values, X,
+                 program.input_regs, Y, uniq, program.n_regs, BLOCK_POINTS,
+                 min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
+    return {k: Y[w] for k, w in zip(names, where)}

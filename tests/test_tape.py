@@ -1,0 +1,212 @@
+"""The fused compiled pass (engine.tape + engine.tape_exec) against the reference numpy
+evaluation: the same block code traced once and replayed per point must give every output
+variable to 1e-9 relative, whatever the model, device, realism and structure; and its
+compiled building blocks (exp, log, interp, searchsorted) must match numpy's."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import inference_factory as inf
+from inference_factory.engine import core
+from inference_factory.engine import tape as T
+from inference_factory.engine import tape_exec as TE
+
+N = 5_000          # above core.FUSED_MIN_POINTS: a list of points takes the fused pass
+
+
+def _points(seed, n=N, draft_max=0):
+    """Random non-separable points over wide ranges: inside, below and above the measured
+    tables (contexts and prompts to 200k tokens, batches to 2,048)."""
+    rng = np.random.default_rng(seed)
+
+    def da(v):
+        return xr.DataArray(v, dims="point")
+    grid = dict(batch_size=da(rng.integers(1, 2049, n).astype(float)),
+                kv_len=da(np.exp(rng.uniform(np.log(16), np.log(200_000), n)).round()),
+                prompt_len=da(np.exp(rng.uniform(np.log(16), np.log(200_000), n)).round()),
+                prefill_batch_size=da(rng.integers(1, 17, n).astype(float)),
+                acceptance_rate=da(rng.uniform(0.3, 0.99, n)),
+                cache_hit_rate=da(rng.uniform(0.0, 0.95, n)))
+    if draft_max:
+        grid["draft_depth"] = da(rng.integers(0, draft_max + 1, n).astype(float))
+    return grid
+
+
+CASES = {
+    "dsv3-ep-measured-mtp": (dict(model="DeepSeek-V3", hardware="H800-SXM", dp=32, ep=32,
+                                  overlap="two-batch"), 3),
+    "dsv3-gb200-nvlink-a2a": (dict(model="DeepSeek-V3", hardware="GB200", dp=16, ep=16,
+                                   kv_precision="fp8"), 2),
+    "llama70b-tp8": (dict(model="Llama-3.1-70B", hardware="H100-SXM", tp=8), 0),
+    "llama70b-tp16-two-nodes": (dict(model="Llama-3.1-70B", hardware="H200-SXM", tp=16,
+                                     cache_tier="dram"), 0),
+    "llama70b-draft-8b": (dict(model="Llama-3.1-70B", hardware="H100-SXM", tp=8,
+                               draft_model="Llama-3.1-8B"), 4),
+    "gpt-oss-sliding-window-b200": (dict(model="gpt-oss-120b", hardware="B200", tp=2, ep=2), 0),
+    "gpt-oss-roofline-realism": (dict(model="gpt-oss-120b", hardware="B200", tp=2, ep=2,
+                                      realism="roofline"), 0),
+    "qwen3-moe-mi355x-no-tables": (dict(model="Qwen3-235B-A22B", hardware="MI355X", tp=8,
+                                        ep=8, weight_precision="fp8"), 0),
+    "mixtral-ideal": (dict(model="Mixtral-8x7B", hardware="H100-SXM", tp=2, ideal=True), 0),
+    "dsv3-acceptance-by-position": (dict(model="DeepSeek-V3", hardware="H200-SXM", dp=8, ep=8,
+                                         acceptance_by_position=[0.9, 0.7, 0.5]), 3),
+}
+
+
+def _evaluate_both(kw, grid, monkeypatch):
+    kw = dict(kw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+    ref = inf.evaluate(model, hw, **kw, **grid)
+    calls = []
+    real_run = TE.run
+    monkeypatch.setattr(TE, "run", lambda *a: calls.append(1) or real_run(*a))
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
+    fused = inf.evaluate(model, hw, **kw, **grid)
+    return ref, fused, calls
+
+
+def _assert_same(fused, ref):
+    assert set(fused.data_vars) == set(ref.data_vars)
+    for k in ref.data_vars:
+        a, b = fused[k], ref[k]
+        assert a.dims == b.dims, k
+        assert a.dtype == b.dtype, k
+        if b.dtype.kind == "f":
+            np.testing.assert_allclose(a.values, b.values, rtol=1e-9, atol=0, err_msg=k)
+        else:
+            np.testing.assert_array_equal(a.values, b.values, err_msg=k)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_pass_equals_numpy_evaluation(name, monkeypatch):
+    kw, draft = CASES[name]
+    ref, fused, calls = _evaluate_both(kw, _points(hash(name) % 2**32, draft_max=draft),
+                                       monkeypatch)
+    assert calls, "the fused pass was not taken"
+    _assert_same(fused, ref)
+
+
+def test_skipped_regions_with_small_blocks(monkeypatch):
+    """Blocks of 16 points: most blocks have no point beyond a table, so the guarded
+    corrections are skipped there and run in the others; the results do not change."""
+    monkeypatch.setattr(TE, "BLOCK_POINTS", 16)
+    kw, draft = CASES["dsv3-ep-measured-mtp"]
+    grid = _points(3, draft_max=draft)
+    grid["kv_len"][::50] = 400_000.0          # a few points far beyond the tables
+    grid["batch_size"][::70] = 4096.0
+    ref, fused, calls = _evaluate_both(kw, grid, monkeypatch)
+    assert calls
+    _assert_same(fused, ref)
+
+
+def test_programs_skip_guarded_regions():
+    tape = T.Tape()
+    x = tape.input("x")
+    mask = x > 2.0
+    with T.guarded(mask):
+        g = np.log(x * 3.0) + 1.0
+    out = np.where(mask, g, 0.0) + x
+    prog = T.compile_outputs(tape, {"y": out})
+    assert (prog.code[:, 0] == T.OP["skip"]).sum() == 1
+    xs = np.array([0.5, 1.0, 3.0, 7.0] * 300)
+    y = TE.run(prog, {"x": xs}, xs.size)["y"]
+    np.testing.assert_allclose(y, np.where(xs > 2, np.log(xs * 3.0) + 1.0, 0.0) + xs,
+                               rtol=1e-15)
+
+
+def test_untraceable_code_falls_back_to_numpy(monkeypatch):
+    """An operation the tape cannot record: the same result from the numpy passes."""
+    kw, _ = CASES["llama70b-tp8"]
+    grid = _points(5)
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+    ref = inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, **grid)
+
+    def refuse(*a, **k):
+        raise T.NotTraceable("test")
+    monkeypatch.setattr(T.Tape, "emit", refuse)
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
+    _assert_same(inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, **grid), ref)
+
+
+def test_tracer_refuses_what_it_cannot_record():
+    tape = T.Tape()
+    x = tape.input("x", np.array([1.0, 2.0]))
+    with pytest.raises(T.NotTraceable):
+        bool(x > 1.0)                       # a Python branch on a per-point value
+    with pytest.raises(T.NotTraceable):
+        x + np.arange(3.0)                  # an outer product with a concrete array
+    with pytest.raises(T.NotTraceable):
+        np.asarray(x)
+    assert (x > 1.0).any() is True          # conservative: the caller takes its per-point form
+    np.testing.assert_array_equal(T.concrete(x), [1.0, 2.0])
+    with pytest.raises(T.NotTraceable):
+        T.concrete(x + 1.0)                 # intermediate values are not known while tracing
+
+
+def test_constants_fold_and_common_subexpressions_merge():
+    tape = T.Tape()
+    x = tape.input("x")
+    a = np.log(x) * 2.0
+    b = np.log(x) * 2.0                      # the same expression: one instruction
+    c = (a + b) * 1.0 + 0.0                  # identities add nothing
+    prog = T.compile_outputs(tape, {"c": c, "k": 3.0})
+    assert prog.n_instructions == 3          # log, mul, add
+    assert prog.outputs["k"] == ("const", 3.0)
+    xs = np.linspace(0.5, 9.0, 1000)
+    np.testing.assert_allclose(TE.run(prog, {"x": xs}, xs.size)["c"], 4.0 * np.log(xs),
+                               rtol=1e-15)
+
+
+# ---- the compiled building blocks against numpy ----------------------------------------------
+
+def _edge_values():
+    return np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
+                     1.0, 1e-300, 1e300, 709.7, 709.0, 708.9, -708.0, -707.9, -745.2, -800.0])
+
+
+def test_compiled_exp_and_log_match_numpy():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-745, 709, 200_000), rng.uniform(-1, 1, 100_000),
+                        _edge_values()])
+    o, s, keep = np.empty_like(x), np.empty(x.size, dtype=np.int64), np.empty_like(x)
+    TE._exp_block(x, o, s, keep, x.size)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x)
+    normal = np.isfinite(ref) & (ref > 2.2250738585072014e-308)
+    np.testing.assert_allclose(o[normal], ref[normal], rtol=4 * 2.2e-16, atol=0)
+    # subnormal, zero, infinite, NaN: numpy's values (libm's, to the last subnormal unit)
+    np.testing.assert_allclose(o[~normal], ref[~normal], rtol=0, atol=1e-323)
+    inplace = x.copy()                  # output register = operand register
+    TE._exp_block(inplace, inplace, s, keep, x.size)
+    np.testing.assert_array_equal(inplace, o)
+    y = np.concatenate([np.exp(rng.uniform(-700, 700, 200_000)), rng.uniform(0.5, 2.0, 100_000),
+                        _edge_values()])
+    TE._log_block(y, o[:y.size], s, keep, y.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.log(y)
+    ok = np.isfinite(ref)
+    # absolute near ln 1 = 0 (the series is exact there), relative elsewhere
+    np.testing.assert_allclose(o[:y.size][ok], ref[ok], rtol=4 * 2.2e-16, atol=2.3e-16)
+    np.testing.assert_array_equal(o[:y.size][~ok], ref[~ok])
+    inplace = y.copy()
+    TE._log_block(inplace, inplace, s, keep, y.size)
+    np.testing.assert_array_equal(inplace, o[:y.size])
+
+
+def test_compiled_interp_and_search_match_numpy():
+    """Also in place (output register = operand register), as the allocator may assign."""
+    rng = np.random.default_rng(1)
+    xp = np.sort(rng.uniform(-5, 10, 23))
+    fp = rng.uniform(-3, 3, 23)
+    x = np.concatenate([rng.uniform(-8, 13, 50_000), xp, [np.nan, -np.inf, np.inf]])
+    tab = np.concatenate([xp, fp])
+    o = np.empty_like(x)
+    TE._interp_block(tab, 0, xp.size, xp.size, x, o, np.empty_like(x), x.size)
+    np.testing.assert_allclose(o, np.interp(x, xp, fp), rtol=1e-15, atol=1e-15)
+    inplace = x.copy()
+    TE._interp_block(tab, 0, xp.size, xp.size, inplace, inplace, np.empty_like(x), x.size)
+    np.testing.assert_array_equal(inplace, o)
+    TE._count_le(tab, 0, xp.size, x, o, x.size)
+    np.testing.assert_array_equal(o, np.searchsorted(xp, x, side="right"))
