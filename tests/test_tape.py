@@ -210,3 +210,39 @@ def test_compiled_interp_and_search_match_numpy():
     np.testing.assert_array_equal(inplace, o)
     TE._count_le(tab, 0, xp.size, x, o, x.size)
     np.testing.assert_array_equal(o, np.searchsorted(xp, x, side="right"))
+
+
+@pytest.mark.parametrize("n", [50, N])       # numpy passes, fused pass
+def test_selected_variables_equal_the_full_evaluation(n, monkeypatch):
+    grid = _points(11, n=n, draft_max=2)
+    kw = dict(dp=8, ep=8)
+    full = inf.evaluate("DeepSeek-V3", "H200-SXM", **kw, **grid)
+    programs = []
+    real = T.compile_outputs
+    monkeypatch.setattr(T, "compile_outputs", lambda t, o: programs.append(real(t, o)) or programs[-1])
+    keep = ["tpot_s", "ttft_s", "fits", "decode_binding_resource"]
+    part = inf.evaluate("DeepSeek-V3", "H200-SXM", variables=keep, **kw, **grid)
+    assert sorted(part.data_vars) == sorted(keep)
+    for k in keep:
+        xr.testing.assert_allclose(part[k], full[k], rtol=1e-9) if part[k].dtype.kind == "f" \
+            else xr.testing.assert_equal(part[k], full[k])
+    if n >= core.FUSED_MIN_POINTS:           # the rest of the work was dropped
+        everything = real(*_trace_whole_block(grid))
+        assert programs and programs[-1].n_instructions < everything.n_instructions
+    with pytest.raises(inf.SpecError, match="variables = 'tpot' is not an output variable"):
+        inf.evaluate("DeepSeek-V3", "H200-SXM", variables=["tpot"], **kw, **grid)
+
+
+def _trace_whole_block(grid):
+    """The whole DeepSeek-V3 block of the test above, traced (every output)."""
+    from inference_factory.engine.block import evaluate_block
+    from inference_factory.engine.geometry import validate_struct
+    from inference_factory.realism import load_realism
+    from inference_factory.specs import load_hardware, load_model
+    from inference_factory.axes import NUMERIC_AXES, STRUCT_AXES
+    s = dict(STRUCT_AXES, dp=8, ep=8)
+    g = validate_struct(load_model("DeepSeek-V3"), load_hardware("H200-SXM"), s, load_realism())
+    tape = T.Tape()
+    ax = {k: (tape.input(k, np.asarray(grid[k])) if k in grid else float(v[0]))
+          for k, v in NUMERIC_AXES.items()}
+    return tape, evaluate_block(g, ax)

@@ -83,6 +83,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
              hardware: str | HardwareSpec | Iterable = "H100-SXM", *,
              ideal: bool = False, realism: Realism | str | None = None,
              detail: str = "resources",
+             variables: Iterable[str] | None = None,
              acceptance_by_position: Iterable[float] | None = None,
              draft_model: str | ModelSpec | None = None,
              expert_popularity: Iterable[float] | None = None,
@@ -105,6 +106,10 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         Realism constants (default: bundled ``configs/realism.toml``, which costs every op from
         the measured kernel tables where they cover it). ``"roofline"``: the same constants
         with the measured tables off (every op on the realistic roofline).
+    variables : list of str
+        Keep only these output variables (default: all). A list of points is then computed
+        for them alone (the fused pass drops the rest of the work) and the result holds only
+        them: Monte Carlo over 10^7 points fits in memory.
     detail : "resources" or "ops"
         ``"ops"`` adds an ``op`` dimension: each operation's time per step
         (``decode_op_time_s``, ``prefill_op_time_s``), the resource it is charged to and where
@@ -195,10 +200,11 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
             raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
                             "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
         if detail == "ops":
-            res = evaluate_block(g, raw_axes, acceptance_by_position, draft, detail)
+            res = _select(evaluate_block(g, raw_axes, acceptance_by_position, draft, detail),
+                          variables)
         else:
             res = _evaluate_tiled(g, raw_axes, dim_order, dim_sizes,
-                                  acceptance_by_position, draft)
+                                  acceptance_by_position, draft, variables)
         passes = res.pop("_ops", None)
         ds = _to_dataset(res, dim_order, dim_sizes, axes,
                          {"model": mi.name, "hardware": hi.name, **held})
@@ -246,8 +252,21 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
 TILE_POINTS = 65_536
 
 
+def _select(res: dict[str, Any], variables) -> dict[str, Any]:
+    """The outputs named in ``variables`` (all when None); an unknown name is an error."""
+    if variables is None:
+        return res
+    names = [variables] if isinstance(variables, str) else list(variables)
+    unknown = [v for v in names if v not in res or v.startswith("_")]
+    if unknown or not names:
+        allowed = sorted(k for k in res if not k.startswith("_"))
+        raise SpecError(f"variables = {unknown[0] if unknown else names!r} is not an output "
+                        f"variable; allowed: {allowed}")
+    return {k: v for k, v in res.items() if k in names or k.startswith("_")}
+
+
 def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[str, int],
-                    acceptance_by_position, draft) -> dict[str, Any]:
+                    acceptance_by_position, draft, variables=None) -> dict[str, Any]:
     """:func:`.block.evaluate_block` over the grid, tile by tile along its longest dimension
     when that dimension is long (a list of non-separable points), on every core.
 
@@ -255,17 +274,17 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
     is the grid's result restricted to the tile; numpy releases the GIL inside its passes,
     so tiles run on threads. Short grids and outer products of short axes are one block."""
     if not order:
-        return evaluate_block(g, raw, acceptance_by_position, draft)
+        return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
     axis = max(range(len(order)), key=lambda i: sizes[order[i]])
     n = sizes[order[axis]]
     if n >= FUSED_MIN_POINTS and all(np.ndim(a) == 0 or a.size == a.shape[axis] or a.size == 1
                                      for a in raw.values()):
         try:           # a list of points: one compiled pass (engine.tape)
-            return _evaluate_fused(g, raw, axis, n, acceptance_by_position, draft)
+            return _evaluate_fused(g, raw, axis, n, acceptance_by_position, draft, variables)
         except NotTraceable:
             pass
     if n < 4 * TILE_POINTS:
-        return evaluate_block(g, raw, acceptance_by_position, draft)
+        return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
     starts = list(range(0, n, TILE_POINTS))
     if n - starts[-1] < 2:          # a one-point tile could not tell "varies" from "constant"
         starts.pop()
@@ -279,7 +298,7 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
                 idx[axis] = sl
                 a = a[tuple(idx)]
             sub[name] = a
-        return evaluate_block(g, sub, acceptance_by_position, draft)
+        return _select(evaluate_block(g, sub, acceptance_by_position, draft), variables)
 
     first = tile(0)        # alone: fills the shared caches (tables, placements) once
     # output buffers from the first tile: a variable that varies along the tiled axis gets the
@@ -319,7 +338,7 @@ FUSED_MIN_POINTS = 4096
 
 
 def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_position,
-                    draft) -> dict[str, Any]:
+                    draft, variables=None) -> dict[str, Any]:
     """:func:`.block.evaluate_block` over a list of ``n`` points (every varying axis varies
     along dimension ``axis`` only), as one compiled pass: the block's numpy code is traced
     once on stand-ins for the per-point axes (:mod:`.tape`) and the recorded program runs
@@ -338,7 +357,7 @@ def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_
             first[name] = a.reshape(-1)[:1]
         else:
             ax[name] = first[name] = a
-    traced = evaluate_block(g, ax, acceptance_by_position, draft)
+    traced = _select(evaluate_block(g, ax, acceptance_by_position, draft), variables)
     program = T.compile_outputs(tape, traced)
     values = run(program, data, n)
     kinds = evaluate_block(g, first, acceptance_by_position, draft)     # the output dtypes

@@ -28,7 +28,10 @@ import numpy as np
 # ---- instruction set: elementwise on float64 (booleans are 0.0 / 1.0) -------------------------
 OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "gt", "ge", "lt", "le", "eq", "ne",
        "and", "or", "not", "neg", "log", "exp", "log1p", "sqrt", "ceil", "floor", "trunc",
-       "abs", "where", "interp", "search_right", "take", "skip")
+       "abs", "where", "interp", "search_right", "take", "skip",
+       # with an immediate constant k: a OP k, k OP a, where(c, k, b), where(c, a, k)
+       "add_k", "mul_k", "sub_k", "ksub", "div_k", "kdiv", "max_k", "min_k", "gt_k", "ge_k",
+       "lt_k", "le_k", "where_kb", "where_kc")
 OP = {name: i for i, name in enumerate(OPS)}
 
 _UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
@@ -330,13 +333,15 @@ _FUNCTIONS = {np.where: _where, np.clip: _clip, np.interp: _interp,
 class Program:
     """A pruned, register-allocated tape.
 
-    ``code[i] = (op, out, a, b, c, table, table2, table_len)``: every operand is a register
-    (a constant has its own register, filled once per thread: ``const_regs``/``const_values``),
-    tables are offsets into ``table_data``. ``input_regs[j]`` receives input ``inputs[j]``;
+    ``code[i] = (op, out, a, b, c, table, table2, table_len)``: operands are registers, or
+    ``immediates[i]`` for the ``*_k``/``k*`` ops (another constant has a register of its own,
+    filled once per thread: ``const_regs``/``const_values``); tables are offsets into
+    ``table_data``. ``input_regs[j]`` receives input ``inputs[j]``;
     ``outputs`` maps each output name to ``("reg", register)``, or to ``("const", value)``
     where it does not depend on the traced inputs."""
 
     code: np.ndarray
+    immediates: np.ndarray
     table_data: np.ndarray
     const_regs: np.ndarray
     const_values: np.ndarray
@@ -375,9 +380,30 @@ def _insert_skips(tape: Tape, code: list, code_node: list, reg: dict, kept: set)
         r = starts.get(pos)
         if r is not None:
             m = reg[tape.region_mask[r]]
-            out.append((OP["skip"], m, m, m, m, len(spans[r]), 0, 0))
+            out.append((OP["skip"], m, m, m, m, len(spans[r]), 0, 0, 0.0))
         out.append(ins)
     return out
+
+
+#: (op, position of the constant) -> (immediate op, swapped): the constant leaves the register
+#: file (less traffic per instruction). k > a is a < k (also for NaN: both false).
+_IMMEDIATE = {("add", 1): "add_k", ("add", 0): "add_k", ("mul", 1): "mul_k",
+              ("mul", 0): "mul_k", ("sub", 1): "sub_k", ("sub", 0): "ksub", ("div", 1): "div_k",
+              ("div", 0): "kdiv", ("max", 1): "max_k", ("max", 0): "max_k",
+              ("min", 1): "min_k", ("min", 0): "min_k", ("gt", 1): "gt_k", ("gt", 0): "lt_k",
+              ("ge", 1): "ge_k", ("ge", 0): "le_k", ("lt", 1): "lt_k", ("lt", 0): "gt_k",
+              ("le", 1): "le_k", ("le", 0): "ge_k", ("where", 1): "where_kb",
+              ("where", 2): "where_kc"}
+
+
+def _immediate(op: str, operands: tuple):
+    """The instruction with its one constant operand as an immediate, if it has one."""
+    consts = [j for j, (kind, _) in enumerate(operands) if kind == "k"]
+    if len(consts) != 1 or (op, consts[0]) not in _IMMEDIATE:
+        return op, operands, 0.0
+    j = consts[0]
+    rest = tuple(x for i, x in enumerate(operands) if i != j)
+    return _IMMEDIATE[(op, j)], rest, operands[j][1]
 
 
 def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
@@ -393,10 +419,11 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
         live.add(n)
         stack.extend(a for kind, a in tape.nodes[n][1] if kind == "v")
     order = sorted(live)
+    instr = {n: _immediate(*tape.nodes[n][:2]) for n in order}
     last_use: dict[int, int] = {}
     const_reg: dict[float, int] = {}
     for pos, n in enumerate(order):
-        for kind, a in tape.nodes[n][1]:
+        for kind, a in instr[n][1]:
             if kind == "v":
                 last_use[a] = pos
             elif a not in const_reg:
@@ -415,7 +442,8 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
     inputs, input_regs = [], []
     code_node: list[int] = []
     for pos, n in enumerate(order):
-        op, operands, tables = tape.nodes[n]
+        tables = tape.nodes[n][2]
+        op, operands, k = instr[n]
         regs_in = [reg[a] if kind == "v" else const_reg[a] for kind, a in operands]
         for a in {a for kind, a in operands if kind == "v"}:   # dying operands free first
             if last_use.get(a) == pos and a not in kept:
@@ -429,16 +457,17 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
             inputs.append(input_name[n])
             input_regs.append(r)
             continue
-        regs_in += [regs_in[0]] * (3 - len(regs_in))        # unused operand slots
+        regs_in += [regs_in[0] if regs_in else r] * (3 - len(regs_in))   # unused slots
         t1 = offsets[tables[0]] if tables else 0
         t2 = offsets[tables[1]] if len(tables) > 1 else 0
         tlen = tape.tables[tables[0]].size if tables else 0
-        code.append((OP[op], r, *regs_in, t1, t2, tlen))
+        code.append((OP[op], r, *regs_in, t1, t2, tlen, k))
         code_node.append(n)
     code = _insert_skips(tape, code, code_node, reg, kept)
     out = {name: ("reg", reg[v.node]) if isinstance(v, Traced) else ("const", v)
            for name, v in outputs.items()}
-    return Program(code=np.array(code, dtype=np.int64).reshape(-1, 8),
+    return Program(code=np.array([c[:8] for c in code], dtype=np.int64).reshape(-1, 8),
+                   immediates=np.array([c[8] for c in code], dtype=float),
                    table_data=(np.concatenate(tape.tables) if tape.tables else np.zeros(1)),
                    const_regs=np.array(list(const_reg.values()), dtype=np.int64),
                    const_values=np.array(list(const_reg.keys()), dtype=float),

@@ -23,6 +23,11 @@ LOG, EXP, LOG1P, SQRT = OP["log"], OP["exp"], OP["log1p"], OP["sqrt"]
 CEIL, FLOOR, TRUNC, ABS = OP["ceil"], OP["floor"], OP["trunc"], OP["abs"]
 WHERE, INTERP, SEARCH, TAKE = OP["where"], OP["interp"], OP["search_right"], OP["take"]
 SKIP = OP["skip"]
+ADD_K, MUL_K, SUB_K, KSUB, DIV_K, KDIV = (OP[k] for k in ("add_k", "mul_k", "sub_k", "ksub",
+                                                       "div_k", "kdiv"))
+MAX_K, MIN_K, GT_K, GE_K, LT_K, LE_K = (OP[k] for k in ("max_k", "min_k", "gt_k", "ge_k",
+                                                       "lt_k", "le_k"))
+WHERE_KB, WHERE_KC = OP["where_kb"], OP["where_kc"]
 
 #: Points per block: a block's live registers stay in the core's L2 cache, and the cost of
 #: dispatching an instruction is spread over many points.
@@ -166,7 +171,7 @@ def _interp_block(tab, t0, t1, tlen, a, o, cnt, n):
 
 
 @njit(**_JIT)
-def _block(code, tab, R, P, scratch, cnt, n):
+def _block(code, imm, tab, R, P, scratch, cnt, n):
     """Every instruction over the first ``n`` points of a block; register r of the block is
     ``R[r * P : r * P + n]``; an instruction may write over its operand's register (each
     point reads its operands before writing), ``scratch``/``cnt`` hold what a multi-pass
@@ -181,7 +186,14 @@ def _block(code, tab, R, P, scratch, cnt, n):
         o = R[o0:o0 + n]         # views: the vectoriser checks they do not overlap
         a = R[a0:a0 + n]
         b = R[b0:b0 + n]
-        if op == MUL:
+        k = imm[j]
+        if op == MUL_K:
+            for i in range(n):
+                o[i] = a[i] * k
+        elif op == ADD_K:
+            for i in range(n):
+                o[i] = a[i] + k
+        elif op == MUL:
             for i in range(n):
                 o[i] = a[i] * b[i]
         elif op == ADD:
@@ -203,6 +215,44 @@ def _block(code, tab, R, P, scratch, cnt, n):
                 k = int(a[i])
                 k = 0 if k < 0 else (tlen - 1 if k >= tlen else k)
                 o[i] = tab[t0 + k]
+        elif op == SUB_K:
+            for i in range(n):
+                o[i] = a[i] - k
+        elif op == KSUB:
+            for i in range(n):
+                o[i] = k - a[i]
+        elif op == DIV_K:
+            for i in range(n):
+                o[i] = a[i] / k
+        elif op == KDIV:
+            for i in range(n):
+                o[i] = k / a[i]
+        elif op == MAX_K:
+            for i in range(n):
+                x = a[i]
+                o[i] = x if (x > k or x != x) else k
+        elif op == MIN_K:
+            for i in range(n):
+                x = a[i]
+                o[i] = x if (x < k or x != x) else k
+        elif op == GT_K:
+            for i in range(n):
+                o[i] = 1.0 if a[i] > k else 0.0
+        elif op == GE_K:
+            for i in range(n):
+                o[i] = 1.0 if a[i] >= k else 0.0
+        elif op == LT_K:
+            for i in range(n):
+                o[i] = 1.0 if a[i] < k else 0.0
+        elif op == LE_K:
+            for i in range(n):
+                o[i] = 1.0 if a[i] <= k else 0.0
+        elif op == WHERE_KB:
+            for i in range(n):
+                o[i] = k if a[i] != 0.0 else b[i]
+        elif op == WHERE_KC:
+            for i in range(n):
+                o[i] = b[i] if a[i] != 0.0 else k
         elif op == SKIP:           # a guarded region: skipped where its mask is all false
             anyset = False
             for i in range(n):
@@ -282,8 +332,8 @@ def _block(code, tab, R, P, scratch, cnt, n):
 
 
 @njit(**_JIT)
-def _blocks(t, nt, code, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs,
-            P):
+def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs,
+            n_regs, P):
     """Blocks t, t + nt, t + 2 nt, ... of the points, with this thread's registers."""
     N = Y.shape[1]
     nb = (N + P - 1) // P
@@ -301,7 +351,7 @@ def _blocks(t, nt, code, tab, const_regs, const_values, X, input_regs, Y, output
             x = X[j]
             for i in range(n):
                 R[r + i] = x[lo + i]
-        _block(code, tab, R, P, scratch, cnt, n)
+        _block(code, imm, tab, R, P, scratch, cnt, n)
         for j in range(output_regs.size):
             r = output_regs[j] * P
             for i in range(n):
@@ -310,10 +360,10 @@ def _blocks(t, nt, code, tab, const_regs, const_values, X, input_regs, Y, output
 
 
 @njit(parallel=True, **_JIT)
-def _run(code, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs, P, nt):
+def _run(code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs, P, nt):
     for t in prange(nt):
-        _blocks(np.int64(t), nt, code, tab, const_regs, const_values, X, input_regs, Y, output_regs,
-                n_regs, P)
+        _blocks(np.int64(t), nt, code, imm, tab, const_regs, const_values, X, input_regs, Y,
+                output_regs, n_regs, P)
 
 
 #: numba's default threading layer (workqueue) takes one parallel call at a time
@@ -333,7 +383,7 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int) -> dict[str, np.n
     Y = np.empty((uniq.size, n_points))
     if n_points:
         with _LOCK:
-                _run(program.code, program.table_data, program.const_regs, program.const_values, X,
+                _run(program.code, program.immediates, program.table_data, program.const_regs, program.const_values, X,
                  program.input_regs, Y, uniq, program.n_regs, BLOCK_POINTS,
                  min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
     return {k: Y[w] for k, w in zip(names, where)}
