@@ -39,7 +39,7 @@ def _as_axis(name: str, value: Any) -> Any:
     """Scalars stay floats; lists, 1-D arrays and DataArrays become labelled axes."""
     default, unit, lo, hi, integer = NUMERIC_AXES[name]
     if isinstance(value, xr.DataArray):
-        arr = value.astype(float)
+        arr = value.astype(float, copy=False)     # no copy of a float axis (10^7 points)
     elif np.ndim(value) == 0:
         try:
             v = float(value)

@@ -335,7 +335,7 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
 def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs,
             n_regs, P):
     """Blocks t, t + nt, t + 2 nt, ... of the points, with this thread's registers."""
-    N = Y.shape[1]
+    N = Y[0].size
     nb = (N + P - 1) // P
     R = np.empty(n_regs * P)
     scratch = np.empty(P, dtype=np.int64)
@@ -354,8 +354,9 @@ def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, o
         _block(code, imm, tab, R, P, scratch, cnt, n)
         for j in range(output_regs.size):
             r = output_regs[j] * P
+            y = Y[j]
             for i in range(n):
-                Y[j, lo + i] = R[r + i]
+                y[lo + i] = R[r + i]
         blk += nt
 
 
@@ -380,7 +381,9 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int) -> dict[str, np.n
     names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
     regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
     uniq, where = np.unique(regs, return_inverse=True)
-    Y = np.empty((uniq.size, n_points))
+    Y = tuple(np.empty(n_points) for _ in range(uniq.size))    # apart: each can be dropped
+    if not Y:
+        return {}
     if n_points:
         with _LOCK:
                 _run(program.code, program.immediates, program.table_data, program.const_regs, program.const_values, X,
