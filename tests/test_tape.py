@@ -246,3 +246,36 @@ def _trace_whole_block(grid):
     ax = {k: (tape.input(k, np.asarray(grid[k])) if k in grid else float(v[0]))
           for k, v in NUMERIC_AXES.items()}
     return tape, evaluate_block(g, ax)
+
+
+@pytest.mark.parametrize("name", ["dsv3-ep-measured-mtp", "llama70b-draft-8b",
+                                  "gpt-oss-roofline-realism", "mixtral-ideal"])
+def test_one_point_calls_replay_a_program_equal_to_numpy(name, monkeypatch):
+    """A one-configuration call is traced once per structure and replayed: equal calls give
+    equal bits, and the values are the numpy evaluation's (every variable, 1e-12)."""
+    from inference_factory.engine import block
+    kw, draft = CASES[name]
+    kw = dict(kw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+    monkeypatch.setattr(core, "_POINT_PROGRAMS", {})
+    for depth in sorted({0, draft}):
+        point = dict(batch_size=48.0, kv_len=30_000.0, prompt_len=250_000.0, cache_hit_rate=0.3,
+                     draft_depth=depth)
+        first = inf.evaluate(model, hw, **kw, **point)
+        again = inf.evaluate(model, hw, **kw, **point)
+        other = inf.evaluate(model, hw, **kw, **dict(point, batch_size=7.0, kv_len=100.0))
+        xr.testing.assert_identical(first, again)
+        # the numpy passes at the same points (a two-point list is below the fused threshold)
+        ref = inf.evaluate(model, hw, **kw, **dict(point, batch_size=[48.0, 7.0],
+                                                    kv_len=xr.DataArray([30_000.0, 100.0],
+                                                                        dims="batch_size")))
+        for k in ref.data_vars:
+            for got, i in ((first, 0), (other, 1)):
+                want = ref[k].isel(batch_size=i) if "batch_size" in ref[k].dims else ref[k]
+                assert got[k].dtype.kind == want.dtype.kind, k
+                if want.dtype.kind == "f":
+                    np.testing.assert_allclose(got[k].values, want.values, rtol=1e-12, err_msg=k)
+                else:
+                    np.testing.assert_array_equal(got[k].values, want.values, err_msg=k)
+    assert len(core._POINT_PROGRAMS) == len({0, draft})      # one program per structure
+    assert all(p is not None for p, _, _ in core._POINT_PROGRAMS.values())

@@ -13,6 +13,7 @@ and bytes the kernels take (documented in docs/MODEL.md); the rate equations are
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from typing import Any, Iterable, Mapping
@@ -69,6 +70,24 @@ def _as_axis(name: str, value: Any) -> Any:
     if integer and np.any(vals != np.round(vals)):
         raise SpecError(f"{name} = {vals[vals != np.round(vals)][0]:g} must be a whole number")
     return arr
+
+
+@functools.lru_cache(maxsize=None)
+def _ideal_realism() -> Realism:
+    """Every realism term off; one object (see :func:`_roofline_realism`)."""
+    return Realism.ideal()
+
+
+_ROOFLINE_REALISM: dict[int, tuple] = {}
+
+
+def _roofline_realism(base: Realism) -> Realism:
+    """``base`` with the measured tables off, one object per base (so that the compiled
+    programs of one-point calls, keyed by it, are found again)."""
+    hit = _ROOFLINE_REALISM.get(id(base))
+    if hit is None or hit[0] is not base:
+        hit = _ROOFLINE_REALISM[id(base)] = (base, base.without("measured"))
+    return hit[1]
 
 
 def _listify(value) -> list:
@@ -138,8 +157,8 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         if realism not in ("measured", "roofline"):
             raise SpecError(f"realism = {realism!r} is not one of ['measured', 'roofline'] "
                             "(or a Realism object)")
-        realism = load_realism() if realism == "measured" else load_realism().without("measured")
-    rl = Realism.ideal() if ideal else (realism if realism is not None else load_realism())
+        realism = load_realism() if realism == "measured" else _roofline_realism(load_realism())
+    rl = _ideal_realism() if ideal else (realism if realism is not None else load_realism())
     axes = {k: _as_axis(k, kwargs.get(k, v[0])) for k, v in NUMERIC_AXES.items()}
     if acceptance_by_position is not None:
         acc = np.asarray(list(acceptance_by_position), dtype=float)
@@ -274,7 +293,7 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
     is the grid's result restricted to the tile; numpy releases the GIL inside its passes,
     so tiles run on threads. Short grids and outer products of short axes are one block."""
     if not order:
-        return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
+        return _evaluate_point(g, raw, acceptance_by_position, draft, variables)
     axis = max(range(len(order)), key=lambda i: sizes[order[i]])
     n = sizes[order[axis]]
     if n >= FUSED_MIN_POINTS and all(np.ndim(a) == 0 or a.size == a.shape[axis] or a.size == 1
@@ -329,6 +348,52 @@ def _evaluate_tiled(g, raw: Mapping[str, Any], order: list[str], sizes: Mapping[
     with ThreadPoolExecutor(max_workers=_N_THREADS) as pool:
         for k, part in zip(range(1, len(starts)), pool.map(tile, range(1, len(starts)))):
             place(k, part)
+    return out
+
+
+#: Compiled programs of one-point calls, by structure (the specs they were traced with are
+#: kept alive with them, so their ids stay theirs); oldest dropped beyond the cap.
+_POINT_PROGRAMS: dict[tuple, Any] = {}
+_POINT_PROGRAMS_CAP = 256
+
+
+def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
+                    variables=None) -> dict[str, Any]:
+    """:func:`.block.evaluate_block` at one point, through a program traced once per
+    structure (:mod:`.tape`) and kept: a repeated one-configuration call (a question, a
+    search, a plan) costs a replay, not the ~1,000 numpy operations on scalars."""
+    from dataclasses import fields
+
+    from . import tape as T
+    from .tape_exec import run
+
+    key = (tuple(id(getattr(g, f.name)) if f.name in ("m", "hw", "rl") else getattr(g, f.name)
+                 for f in fields(g)),
+           id(draft), None if acceptance_by_position is None else tuple(acceptance_by_position),
+           bool(raw["draft_depth"] > 0), None if variables is None else tuple(variables))
+    entry = _POINT_PROGRAMS.get(key)
+    if entry is None:
+        ref = _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
+        try:
+            tape = T.Tape()
+            ax = {k: tape.input(k, np.array([v], dtype=float)) for k, v in raw.items()}
+            traced = _select(evaluate_block(g, ax, acceptance_by_position, draft), variables)
+            program = T.compile_outputs(tape, traced)
+        except T.NotTraceable:
+            program = None
+        dtypes = {k: np.asarray(v).dtype for k, v in ref.items()}
+        if len(_POINT_PROGRAMS) >= _POINT_PROGRAMS_CAP:
+            _POINT_PROGRAMS.pop(next(iter(_POINT_PROGRAMS)))
+        _POINT_PROGRAMS[key] = entry = (program, dtypes, (g, draft))
+    # every call, the first too, through the program: equal calls give equal bits
+    program, dtypes, _ = entry
+    if program is None:
+        return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
+    values = run(program, {k: np.array([raw[k]], dtype=float) for k in program.inputs}, 1)
+    out = {}
+    for name, (kind, v) in program.outputs.items():
+        x = v if kind == "const" else values[name][0]
+        out[name] = np.asarray(x).astype(dtypes[name]) if dtypes[name].kind in "bi" else x
     return out
 
 

@@ -384,7 +384,11 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int) -> dict[str, np.n
     Y = tuple(np.empty(n_points) for _ in range(uniq.size))    # apart: each can be dropped
     if not Y:
         return {}
-    if n_points:
+    if n_points <= BLOCK_POINTS:     # one block: this thread, no parallel launch
+        _blocks(0, 1, program.code, program.immediates, program.table_data, program.const_regs,
+                program.const_values, X, program.input_regs, Y, uniq, program.n_regs,
+                BLOCK_POINTS)
+    elif n_points:
         with _LOCK:
                 _run(program.code, program.immediates, program.table_data, program.const_regs, program.const_values, X,
                  program.input_regs, Y, uniq, program.n_regs, BLOCK_POINTS,
