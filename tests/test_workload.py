@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from inference_factory.errors import SpecError
+from inference_factory.factory import workload as W
 from inference_factory.factory.workload import (Trace, WorkloadClass, WorkloadSpec,
                                                 example_spec, example_trace_path,
                                                 generate_trace, load_trace)
@@ -52,6 +53,60 @@ def test_different_seed_gives_a_different_trace(trace):
     assert other.n_requests == trace.n_requests
     assert not np.array_equal(other.input_tokens, trace.input_tokens)
     assert not np.array_equal(other.arrival_s, trace.arrival_s)
+
+
+def _chains_vectorized(perm, sys_item, within, own):
+    """The chain construction generate_trace used before the compiled one (independent
+    reference): chains built in generation order with numpy, then rows permuted."""
+    has_sys = sys_item >= 0
+    lengths = has_sys.astype(np.int64) + within
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    row = np.repeat(np.arange(perm.size), lengths)
+    pos = np.arange(offsets[-1], dtype=np.int64) - offsets[:-1][row]
+    earlier = pos - has_sys[row]
+    first = np.arange(perm.size) - within                # first turn of each conversation
+    items = np.where(earlier < 0, sys_item[row], own[np.maximum(first[row] + earlier, 0)])
+    new_len = lengths[perm]
+    new_off = np.concatenate(([0], np.cumsum(new_len)))
+    src = np.repeat(offsets[:-1][perm] - new_off[:-1], new_len) + np.arange(new_off[-1])
+    return new_off, items[src]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_chains_equal_interpreted_and_vectorized_reference(seed):
+    rng = np.random.default_rng(seed)
+    turns = rng.geometric(1 / rng.uniform(1, 6), rng.integers(1, 400))
+    n = int(turns.sum())
+    within = np.concatenate([np.arange(k) for k in turns]).astype(np.int64)
+    sys_item = np.repeat(np.where(rng.random(turns.size) < 0.7,
+                                  rng.integers(0, 9, turns.size), -1), turns)
+    has_next = within < np.repeat(turns, turns) - 1
+    own = np.full(n, -1, np.int64)
+    own[has_next] = 9 + np.arange(int(has_next.sum()))
+    perm = rng.permutation(n)
+    want = _chains_vectorized(perm, sys_item, within, own)
+    for got in (W._compiled_chains()(perm, sys_item, within, own),
+                W._sorted_chains(perm, sys_item, within, own)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_arrival_order_is_the_stable_sort(ties):
+    rng = np.random.default_rng(1)
+    arrival = rng.random(50_000) * 1e4
+    if ties:                                         # zero think time: equal arrivals
+        arrival = np.repeat(arrival[:10_000], 5)[rng.permutation(50_000)]
+    np.testing.assert_array_equal(W._arrival_order(arrival),
+                                  np.argsort(arrival, kind="stable"))
+
+
+def test_zero_think_time_keeps_turn_order():
+    tr = generate_trace(dataclasses.replace(SPEC, think_time_mean_s=0.0, n_requests=5_000))
+    conv, order = tr.conversation_id, np.arange(tr.n_requests)
+    for c in np.unique(conv)[:200]:
+        idx = order[conv == c]
+        assert np.all(np.diff(tr.chain_lengths[idx]) == 1)   # turn k+1 has one more item
 
 
 # ---- structure and conservation -----------------------------------------------------------
