@@ -492,11 +492,12 @@ def _diurnal_poisson_times(rng: np.random.Generator, n: int, rate0_per_s: float,
 def generate_trace(spec: WorkloadSpec) -> Trace:
     """Deterministic synthetic trace for ``spec`` (numpy ``default_rng(spec.seed)``).
 
-    Steps (vectorized; the chain layout compiled): requests per class ~ Multinomial(n, shares); per class, geometric
-    conversations (cut at the context limit) until the class has its requests; a system prompt
-    per conversation drawn by Zipf popularity; conversation starts from the diurnal Poisson
-    process, randomly assigned to conversations of all classes (so classes interleave); turn
-    k+1 at turn k plus an exponential think time; finally all requests sorted by arrival.
+    Steps, vectorized (the chain layout compiled): requests per class ~ Multinomial(n,
+    shares); per class, geometric conversations (cut at the context limit) until the class has
+    its requests; a system prompt per conversation drawn by Zipf popularity; conversation
+    starts from the diurnal Poisson process, randomly assigned to conversations of all classes
+    (so classes interleave); turn k+1 at turn k plus an exponential think time; finally all
+    requests sorted by arrival.
     """
     rng = np.random.default_rng(spec.seed)
     classes = spec.classes
