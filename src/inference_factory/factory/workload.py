@@ -298,6 +298,13 @@ class Trace:
         out.flags.writeable = False
         return out
 
+    @cached_property
+    def hour_of_day(self) -> np.ndarray:
+        """Hour of the day (0 .. 23) of each arrival, ``arrival_s`` counted from midnight."""
+        out = ((self.arrival_s % SECONDS_PER_DAY) // 3600).astype(int)
+        out.flags.writeable = False
+        return out
+
     @property
     def chain_lengths(self) -> np.ndarray:
         """Number of chain items per request."""
