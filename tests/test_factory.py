@@ -197,6 +197,25 @@ def test_cli_simulate_and_errors(tmp_path):
     assert r.exit_code == 2 and not target.exists()
 
 
+@pytest.mark.parametrize("dims", [("draft_depth", "batch_size"), ("batch_size", "draft_depth"),
+                                  ("batch_size",), ("draft_depth",), ()])
+def test_on_grid_equals_xarray_broadcast(dims):
+    """decode_grid reads engine outputs with _on_grid; it must give what xarray's transpose +
+    broadcast_like give (its earlier code), for every dimension subset and order."""
+    import xarray as xr
+    from inference_factory.factory.simulate import _on_grid
+
+    sizes = {"draft_depth": 3, "batch_size": 5}
+    rng = np.random.default_rng(0)
+    ref = xr.DataArray(np.zeros((3, 5)), dims=("draft_depth", "batch_size"))
+    for values in (rng.random([sizes[d] for d in dims]),
+                   np.array(["hbm", "compute", "net"] * 5)[:int(np.prod([sizes[d] for d in dims]))]
+                   .reshape([sizes[d] for d in dims])):
+        da = xr.DataArray(values, dims=dims)
+        want = da.broadcast_like(ref).transpose("draft_depth", "batch_size").values
+        np.testing.assert_array_equal(_on_grid(da, ("draft_depth", "batch_size"), (3, 5)), want)
+
+
 def test_weighted_percentiles():
     from inference_factory.factory.simulate import _weighted_percentiles
 

@@ -253,6 +253,15 @@ def test_example_spec_generates():
     assert tr.n_requests == 5_000 and len(tr.class_names) == 3
 
 
+def test_hour_of_day(trace):
+    t = np.array([0.0, 3599.5, 3600.0, 45_000.0, 86_399.9, 86_400.0, 90_000.0, 200_000.0])
+    tr = Trace(arrival_s=t, class_id=np.zeros(8), class_names=("a",), input_tokens=np.ones(8),
+               output_tokens=np.ones(8), chain_offsets=np.zeros(9), chain_items=[],
+               item_tokens=[], own_item=np.full(8, -1), acceptance_rate=[0.5], expert_skew=[0.0])
+    np.testing.assert_array_equal(tr.hour_of_day, [0, 0, 1, 12, 23, 0, 1, 7])
+    assert trace.hour_of_day.min() >= 0 and trace.hour_of_day.max() <= 23
+
+
 def test_trace_arrays_are_read_only(trace):
     with pytest.raises(ValueError):
         trace.input_tokens[0] = 1
