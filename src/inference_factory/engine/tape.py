@@ -31,7 +31,9 @@ OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "gt", "ge", "lt", "le", 
        "abs", "where", "interp", "search_right", "take", "skip",
        # with an immediate constant k: a OP k, k OP a, where(c, k, b), where(c, a, k)
        "add_k", "mul_k", "sub_k", "ksub", "div_k", "kdiv", "max_k", "min_k", "gt_k", "ge_k",
-       "lt_k", "le_k", "where_kb", "where_kc")
+       "lt_k", "le_k", "where_kb", "where_kc",
+       # fused: a * k + b, a * b + c (two roundings, as the two instructions they replace)
+       "muladd_k", "muladd")
 OP = {name: i for i, name in enumerate(OPS)}
 
 _UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
@@ -93,6 +95,7 @@ class Tape:
     def emit(self, op: str, args, tables=()) -> "Traced":
         operands = tuple(("v", a.node) if isinstance(a, Traced) else ("k", _const(a))
                          for a in args)
+        op, operands = self._fold_scale(op, operands)
         simple = _simplify(op, operands)
         if simple is not None:
             return Traced(self, simple)
@@ -107,6 +110,29 @@ class Tape:
             if self._region is not None:
                 self.region_of[node] = self._region
         return Traced(self, node)
+
+    def _fold_scale(self, op: str, operands: tuple):
+        """x / k is x * (1/k), and (x * k1) * k2 is x * (k1 k2): one multiply for a chain of
+        constant factors (unit conversions, counts, micro-batches). Each changes the result
+        by at most an ulp or two; only where the folded constant is a normal number."""
+        def normal(k):
+            return 2.2250738585072014e-308 < abs(k) < 1.7e308
+        if op == "div" and operands[1][0] == "k" and operands[0][0] == "v" \
+                and normal(operands[1][1]) and normal(1.0 / operands[1][1]):
+            op, operands = "mul", (operands[0], ("k", 1.0 / operands[1][1]))
+        if op != "mul":
+            return op, operands
+        if operands[0][0] == "k":
+            operands = operands[::-1]
+        if operands[0][0] != "v" or operands[1][0] != "k":
+            return op, operands
+        x, k = operands[0][1], operands[1][1]
+        src_op, src_operands, _ = self.nodes[x]
+        if (src_op == "mul" and src_operands[1][0] == "k" and src_operands[0][0] == "v"
+                and self.region_of.get(x) in (None, self._region)
+                and normal(src_operands[1][1] * k)):
+            return "mul", (src_operands[0], ("k", src_operands[1][1] * k))
+        return op, operands
 
     def guarded(self, mask: "Traced"):
         """Context: the values recorded inside matter only where ``mask`` is true (they feed
@@ -403,7 +429,41 @@ def _immediate(op: str, operands: tuple):
         return op, operands, 0.0
     j = consts[0]
     rest = tuple(x for i, x in enumerate(operands) if i != j)
-    return _IMMEDIATE[(op, j)], rest, operands[j][1]
+    k = operands[j][1]
+    if (op, j) == ("div", 1) and 2.2250738585072014e-308 < abs(k) < 4.4e307:
+        # x / k as x * (1/k): a multiply, not a divide (at most an ulp apart)
+        return "mul_k", rest, 1.0 / k
+    return _IMMEDIATE[(op, j)], rest, k
+
+
+def _fuse_multiply_adds(tape: Tape, order: list[int], kept: set):
+    """``x * y + z`` where the product is read by that sum alone: one instruction
+    (``muladd``/``muladd_k``; the sums of count x time that make a step)."""
+    uses: dict[int, int] = {}
+    for n in order:
+        for kind, a in tape.nodes[n][1]:
+            if kind == "v":
+                uses[a] = uses.get(a, 0) + 1
+    fused, dead = {}, set()
+    for n in order:
+        op, ops, _ = tape.nodes[n]
+        if op != "add" or len(ops) != 2:
+            continue
+        for j in (0, 1):
+            (kind, x), other = ops[j], ops[1 - j]
+            if (kind != "v" or other[0] != "v" or x in kept or x in dead or uses.get(x) != 1
+                    or tape.region_of.get(x) != tape.region_of.get(n)):
+                continue
+            xop, xops, _ = tape.nodes[x]
+            if xop != "mul" or xops[0][0] != "v":
+                continue
+            if xops[1][0] == "k":
+                fused[n] = ("muladd_k", (xops[0], other), xops[1][1])
+            else:
+                fused[n] = ("muladd", (xops[0], xops[1], other), 0.0)
+            dead.add(x)
+            break
+    return fused, dead
 
 
 def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
@@ -419,7 +479,10 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
         live.add(n)
         stack.extend(a for kind, a in tape.nodes[n][1] if kind == "v")
     order = sorted(live)
-    instr = {n: _immediate(*tape.nodes[n][:2]) for n in order}
+    kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
+    fused, dead = _fuse_multiply_adds(tape, order, kept)
+    order = [n for n in order if n not in dead]
+    instr = {n: fused.get(n) or _immediate(*tape.nodes[n][:2]) for n in order}
     last_use: dict[int, int] = {}
     const_reg: dict[float, int] = {}
     for pos, n in enumerate(order):
@@ -428,7 +491,6 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
                 last_use[a] = pos
             elif a not in const_reg:
                 const_reg[a] = len(const_reg)
-    kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
     offsets, at = [], 0
     for t in tape.tables:
         offsets.append(at)

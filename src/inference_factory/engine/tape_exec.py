@@ -11,7 +11,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from llvmlite import ir
+from numba import carray, get_num_threads, njit, prange, types
+from numba.extending import intrinsic
 
 from .tape import OP
 
@@ -28,6 +30,7 @@ ADD_K, MUL_K, SUB_K, KSUB, DIV_K, KDIV = (OP[k] for k in ("add_k", "mul_k", "sub
 MAX_K, MIN_K, GT_K, GE_K, LT_K, LE_K = (OP[k] for k in ("max_k", "min_k", "gt_k", "ge_k",
                                                        "lt_k", "le_k"))
 WHERE_KB, WHERE_KC = OP["where_kb"], OP["where_kc"]
+MULADD_K, MULADD = OP["muladd_k"], OP["muladd"]
 
 #: Points per block: a block's live registers stay in the core's L2 cache, and the cost of
 #: dispatching an instruction is spread over many points.
@@ -49,42 +52,103 @@ _EXP_LO, _EXP_HI = -708.0, 709.0            # e^x is a normal double in between
 _TINY = 2.2250738585072014e-308             # smallest normal double
 
 
+@intrinsic
+def _address(typingctx, arr, offset):
+    """Pointer to ``arr[offset]`` (a 1-D float64 array)."""
+    sig = types.CPointer(types.float64)(arr, offset)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.gep(ary.data, [args[1]])
+    return sig, codegen
+
+
+@njit(inline="always", **_JIT)
+def _reg(R, offset, n):
+    """Register ``R[offset:offset + n]`` as an array without a reference count: slicing
+    would cost atomic reference-count updates for each operand of each instruction."""
+    return carray(_address(R, offset), n)
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The bit pattern of a float64 as an int64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _float(typingctx, i):
+    """The float64 with the bit pattern of an int64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@njit(inline="always", fastmath={"contract"}, **_JIT)
+def _exp1(x):
+    """e^x on (_EXP_LO, _EXP_HI): x = k ln2 + r, |r| <= ln2/2; e^r by its Taylor series to
+    r^13 (truncation < 5e-18); 2^k written into the exponent bits. Outside: clamped (the
+    caller takes numpy's value there)."""
+    x = _EXP_HI if x > _EXP_HI else x
+    x = _EXP_LO if x < _EXP_LO else x
+    t = x * _LOG2E + _SHIFT
+    k = t - _SHIFT
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    p = 1.6059043836821613e-10
+    p = p * r + 2.08767569878681e-09
+    p = p * r + 2.505210838544172e-08
+    p = p * r + 2.755731922398589e-07
+    p = p * r + 2.7557319223985893e-06
+    p = p * r + 2.48015873015873e-05
+    p = p * r + 0.0001984126984126984
+    p = p * r + 0.001388888888888889
+    p = p * r + 0.008333333333333333
+    p = p * r + 0.041666666666666664
+    p = p * r + 0.16666666666666666
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    return p * _float((_bits(t) - _SHIFT_BITS + 1023) << 52)
+
+
+@njit(inline="always", fastmath={"contract"}, **_JIT)
+def _log1(x):
+    """ln x for a normal positive x: x = 2^e m, m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s),
+    s = (m-1)/(m+1), |s| < 0.172, by its series to s^21 (truncation < 1e-18)."""
+    b = _bits(x)
+    m = _float((b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
+    e = _float(0x4330000000000000 | ((b >> 52) & 0x7FF)) - 4503599627371519.0   # 2^52 + 1023
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    e = e + 1.0 if big else e
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    p = 0.047619047619047616
+    p = p * z + 0.05263157894736842
+    p = p * z + 0.058823529411764705
+    p = p * z + 0.06666666666666667
+    p = p * z + 0.07692307692307693
+    p = p * z + 0.09090909090909091
+    p = p * z + 0.1111111111111111
+    p = p * z + 0.14285714285714285
+    p = p * z + 0.2
+    p = p * z + 0.3333333333333333
+    p = p * z + 1.0
+    return e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
+
+
 @njit(fastmath={"contract"}, **_JIT)
-def _exp_block(a, o, scratch, keep, n):
-    """o = exp(a): x = k ln2 + r, |r| <= ln2/2; e^r by its Taylor series to r^13
-    (truncation < 5e-18); 2^k written into the exponent bits. ``keep``: a copy of ``a``
-    for the scalar fix-up (``o`` may be ``a``)."""
-    sf = scratch.view(np.float64)
-    bad = False
+def _exp_block(a, o, keep, n):
+    """o = exp(a), vectorised (:func:`_exp1`); numpy's scalar exp where the result is not a
+    normal double. ``keep``: a copy of ``a`` for that fix-up (``o`` may be ``a``)."""
+    bad = 0
     for i in range(n):
         x = a[i]
         keep[i] = x
-        bad |= not (x > _EXP_LO and x < _EXP_HI)
-        x = _EXP_HI if x > _EXP_HI else x
-        x = _EXP_LO if x < _EXP_LO else x
-        t = x * _LOG2E + _SHIFT
-        k = t - _SHIFT
-        r = (x - k * _LN2_HI) - k * _LN2_LO
-        p = 1.6059043836821613e-10
-        p = p * r + 2.08767569878681e-09
-        p = p * r + 2.505210838544172e-08
-        p = p * r + 2.755731922398589e-07
-        p = p * r + 2.7557319223985893e-06
-        p = p * r + 2.48015873015873e-05
-        p = p * r + 0.0001984126984126984
-        p = p * r + 0.001388888888888889
-        p = p * r + 0.008333333333333333
-        p = p * r + 0.041666666666666664
-        p = p * r + 0.16666666666666666
-        p = p * r + 0.5
-        p = p * r + 1.0
-        p = p * r + 1.0
-        o[i] = p
-        sf[i] = t
-    for i in range(n):
-        scratch[i] = (scratch[i] - _SHIFT_BITS + 1023) << 52
-    for i in range(n):
-        o[i] = o[i] * sf[i]
+        bad += 0 if (x > _EXP_LO and x < _EXP_HI) else 1
+        o[i] = _exp1(x)
     if bad:
         for i in range(n):
             x = keep[i]
@@ -93,42 +157,41 @@ def _exp_block(a, o, scratch, keep, n):
 
 
 @njit(fastmath={"contract"}, **_JIT)
-def _log_block(a, o, scratch, keep, n):
-    """o = log(a): a = 2^e m, m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = (m-1)/(m+1),
-    |s| < 0.172, by its series to s^21 (truncation < 1e-18)."""
-    sf = scratch.view(np.float64)
-    ai = a.view(np.int64)
-    bad = False
+def _log_block(a, o, keep, n):
+    """o = log(a), vectorised (:func:`_log1`); numpy's scalar log for zero, negative,
+    subnormal, infinite and NaN arguments."""
+    bad = 0
     for i in range(n):
         x = a[i]
         keep[i] = x
-        bad |= not (x >= _TINY and x < np.inf)
-        scratch[i] = (ai[i] & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000
-    for i in range(n):
-        m = sf[i]
-        e = np.float64((ai[i] >> 52) - 1023)
-        big = m > _SQRT2
-        m = m * 0.5 if big else m
-        e = e + 1.0 if big else e
-        s = (m - 1.0) / (m + 1.0)
-        z = s * s
-        p = 0.047619047619047616
-        p = p * z + 0.05263157894736842
-        p = p * z + 0.058823529411764705
-        p = p * z + 0.06666666666666667
-        p = p * z + 0.07692307692307693
-        p = p * z + 0.09090909090909091
-        p = p * z + 0.1111111111111111
-        p = p * z + 0.14285714285714285
-        p = p * z + 0.2
-        p = p * z + 0.3333333333333333
-        p = p * z + 1.0
-        o[i] = e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
+        bad += 0 if (x >= _TINY and x < np.inf) else 1
+        o[i] = _log1(x)
     if bad:
         for i in range(n):
             x = keep[i]
             if not (x >= _TINY and x < np.inf):
                 o[i] = np.log(x)
+
+
+@njit(fastmath={"contract"}, **_JIT)
+def _pow_block(a, b, o, keep, n):
+    """o = a ** b as e^(b ln a) where a is a normal positive number and the result a normal
+    double (relative error ~|b ln a| x 1e-16); numpy's power elsewhere (a negative base with
+    an integer exponent, zero, overflow)."""
+    bad = 0
+    for i in range(n):
+        x, y = a[i], b[i]
+        keep[i] = x
+        z = y * _log1(x)
+        ok = x >= _TINY and x < np.inf and z > _EXP_LO and z < _EXP_HI
+        bad += 0 if ok else 1
+        o[i] = _exp1(z)
+    if bad:
+        for i in range(n):
+            x, y = keep[i], b[i]
+            z = y * np.log(x) if x > 0 else 0.0
+            if not (x >= _TINY and x < np.inf and z > _EXP_LO and z < _EXP_HI):
+                o[i] = x ** y
 
 
 @njit(**_JIT)
@@ -171,11 +234,11 @@ def _interp_block(tab, t0, t1, tlen, a, o, cnt, n):
 
 
 @njit(**_JIT)
-def _block(code, imm, tab, R, P, scratch, cnt, n):
+def _block(code, imm, tab, R, P, cnt, n):
     """Every instruction over the first ``n`` points of a block; register r of the block is
     ``R[r * P : r * P + n]``; an instruction may write over its operand's register (each
-    point reads its operands before writing), ``scratch``/``cnt`` hold what a multi-pass
-    instruction keeps between its passes."""
+    point reads its operands before writing), ``cnt`` holds what a multi-pass instruction
+    keeps between its passes."""
     j = -1
     while j + 1 < code.shape[0]:
         j += 1
@@ -183,9 +246,9 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
         o0 = code[j, 1] * P
         a0 = code[j, 2] * P
         b0 = code[j, 3] * P
-        o = R[o0:o0 + n]         # views: the vectoriser checks they do not overlap
-        a = R[a0:a0 + n]
-        b = R[b0:b0 + n]
+        o = _reg(R, o0, n)       # distinct arrays: the vectoriser checks they do not overlap
+        a = _reg(R, a0, n)
+        b = _reg(R, b0, n)
         k = imm[j]
         if op == MUL_K:
             for i in range(n):
@@ -193,6 +256,14 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
         elif op == ADD_K:
             for i in range(n):
                 o[i] = a[i] + k
+        elif op == MULADD_K:
+            for i in range(n):
+                o[i] = a[i] * k + b[i]
+        elif op == MULADD:
+            c0 = code[j, 4] * P
+            c = _reg(R, c0, n)
+            for i in range(n):
+                o[i] = a[i] * b[i] + c[i]
         elif op == MUL:
             for i in range(n):
                 o[i] = a[i] * b[i]
@@ -247,12 +318,14 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
         elif op == LE_K:
             for i in range(n):
                 o[i] = 1.0 if a[i] <= k else 0.0
-        elif op == WHERE_KB:
+        elif op == WHERE_KB:      # operands loaded first: a select, not a branch
             for i in range(n):
-                o[i] = k if a[i] != 0.0 else b[i]
+                x = b[i]
+                o[i] = k if a[i] != 0.0 else x
         elif op == WHERE_KC:
             for i in range(n):
-                o[i] = b[i] if a[i] != 0.0 else k
+                x = b[i]
+                o[i] = x if a[i] != 0.0 else k
         elif op == SKIP:           # a guarded region: skipped where its mask is all false
             anyset = False
             for i in range(n):
@@ -261,13 +334,14 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
                 j += code[j, 5]
         elif op == WHERE:
             c0 = code[j, 4] * P
-            c = R[c0:c0 + n]
+            c = _reg(R, c0, n)
             for i in range(n):
-                o[i] = b[i] if a[i] != 0.0 else c[i]
+                x, y = b[i], c[i]
+                o[i] = x if a[i] != 0.0 else y
         elif op == EXP:
-            _exp_block(a, o, scratch, cnt, n)
+            _exp_block(a, o, cnt, n)
         elif op == LOG:
-            _log_block(a, o, scratch, cnt, n)
+            _log_block(a, o, cnt, n)
         elif op == MIN:
             for i in range(n):
                 x, y = a[i], b[i]
@@ -312,8 +386,7 @@ def _block(code, imm, tab, R, P, scratch, cnt, n):
             for i in range(n):
                 o[i] = cnt[i]
         elif op == POW:
-            for i in range(n):
-                o[i] = a[i] ** b[i]
+            _pow_block(a, b, o, cnt, n)
         elif op == LOG1P:
             for i in range(n):
                 o[i] = np.log1p(a[i])
@@ -338,7 +411,6 @@ def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, o
     N = Y[0].size
     nb = (N + P - 1) // P
     R = np.empty(n_regs * P)
-    scratch = np.empty(P, dtype=np.int64)
     cnt = np.empty(P)
     for j in range(const_regs.size):
         R[const_regs[j] * P:(const_regs[j] + 1) * P] = const_values[j]
@@ -351,7 +423,7 @@ def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, o
             x = X[j]
             for i in range(n):
                 R[r + i] = x[lo + i]
-        _block(code, imm, tab, R, P, scratch, cnt, n)
+        _block(code, imm, tab, R, P, cnt, n)
         for j in range(output_regs.size):
             r = output_regs[j] * P
             y = Y[j]
