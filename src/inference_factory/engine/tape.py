@@ -468,8 +468,8 @@ def _fuse_multiply_adds(tape: Tape, order: list[int], kept: set):
 
 def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
     """Keep the instructions the outputs need (in recording order), and give each value a
-    register that is freed after its last use (elementwise instructions may write over an
-    operand's register); each distinct constant gets a register of its own."""
+    register that is freed after its last use; each distinct constant gets a register of its
+    own."""
     live = set()
     stack = [v.node for v in outputs.values() if isinstance(v, Traced)]
     while stack:
@@ -507,14 +507,16 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
         tables = tape.nodes[n][2]
         op, operands, k = instr[n]
         regs_in = [reg[a] if kind == "v" else const_reg[a] for kind, a in operands]
-        for a in {a for kind, a in operands if kind == "v"}:   # dying operands free first
-            if last_use.get(a) == pos and a not in kept:
-                free.append(reg[a])
+        # the result never takes a dying operand's register: an instruction writing over
+        # its operand defeats the vectoriser's overlap check (the loop would run scalar)
         if free:
             r = free.pop()
         else:
             r, n_regs = n_regs, n_regs + 1
         reg[n] = r
+        for a in {a for kind, a in operands if kind == "v"}:
+            if last_use.get(a) == pos and a not in kept:
+                free.append(reg[a])
         if op == "input":
             inputs.append(input_name[n])
             input_regs.append(r)

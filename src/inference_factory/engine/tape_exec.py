@@ -49,6 +49,7 @@ _SHIFT = 6755399441055744.0                 # 1.5 x 2^52: adding it rounds to an
 _SHIFT_BITS = 0x4338000000000000             # its bit pattern: the integer sits in the low bits
 _SQRT2 = 1.4142135623730951
 _EXP_LO, _EXP_HI = -708.0, 709.0            # e^x is a normal double in between
+_EXP_ZERO = -745.2                          # e^x rounds to 0 below
 _TINY = 2.2250738585072014e-308             # smallest normal double
 
 
@@ -147,12 +148,13 @@ def _exp_block(a, o, keep, n):
     for i in range(n):
         x = a[i]
         keep[i] = x
-        bad += 0 if (x > _EXP_LO and x < _EXP_HI) else 1
-        o[i] = _exp1(x)
+        bad += 0 if (x > _EXP_LO and x < _EXP_HI) or x < _EXP_ZERO else 1
+        y = _exp1(x)
+        o[i] = 0.0 if x < _EXP_ZERO else y
     if bad:
         for i in range(n):
             x = keep[i]
-            if not (x > _EXP_LO and x < _EXP_HI):
+            if not ((x > _EXP_LO and x < _EXP_HI) or x < _EXP_ZERO):
                 o[i] = np.exp(x)
 
 
@@ -183,14 +185,16 @@ def _pow_block(a, b, o, keep, n):
         x, y = a[i], b[i]
         keep[i] = x
         z = y * _log1(x)
-        ok = x >= _TINY and x < np.inf and z > _EXP_LO and z < _EXP_HI
+        ok = x >= _TINY and x < np.inf and ((z > _EXP_LO and z < _EXP_HI) or z < _EXP_ZERO)
         bad += 0 if ok else 1
-        o[i] = _exp1(z)
+        w = _exp1(z)
+        o[i] = 0.0 if z < _EXP_ZERO else w
     if bad:
         for i in range(n):
             x, y = keep[i], b[i]
             z = y * np.log(x) if x > 0 else 0.0
-            if not (x >= _TINY and x < np.inf and z > _EXP_LO and z < _EXP_HI):
+            if not (x >= _TINY and x < np.inf and ((z > _EXP_LO and z < _EXP_HI)
+                                                   or z < _EXP_ZERO)):
                 o[i] = x ** y
 
 
