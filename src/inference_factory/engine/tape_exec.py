@@ -210,39 +210,40 @@ def _count_le(tab, t0, tlen, a, o, n):
         for i in range(n):
             o[i] += 1.0 if a[i] >= node else 0.0
     for i in range(n):                      # NaN sorts after every node
-        if a[i] != a[i]:
-            o[i] = tlen
+        x = a[i]
+        o[i] = tlen if x != x else o[i]
 
 
 @njit(**_JIT)
 def _interp_block(tab, t0, t1, tlen, a, o, cnt, n):
     """o = numpy.interp(a, xp, fp), xp = tab[t0:t0+tlen], fp = tab[t1:t1+tlen]: held at the
-    end values, ``slope * (x - xp[j]) + fp[j]`` inside (numpy's formula). ``cnt``: scratch
-    (``o`` may be ``a``'s register)."""
-    _count_le(tab, t0, tlen, a, cnt, n)
+    end values, ``slope * (x - xp[j]) + fp[j]`` inside (numpy's formula); branch-free.
+    ``cnt``: scratch (``o`` may be ``a``'s register)."""
     last = tlen - 1
+    if last == 0:
+        for i in range(n):
+            x = a[i]
+            o[i] = x if x != x else tab[t1]
+        return
+    _count_le(tab, t0, tlen, a, cnt, n)
+    lo_x, hi_x, lo_y, hi_y = tab[t0], tab[t0 + last], tab[t1], tab[t1 + last]
     for i in range(n):
         x = a[i]
         j = int(cnt[i]) - 1
-        j = 0 if j < 0 else (last - 1 if j > last - 1 else j)
-        if last == 0:
-            y = tab[t1]
-        elif x <= tab[t0]:
-            y = tab[t1]
-        elif x >= tab[t0 + last]:
-            y = tab[t1 + last]
-        else:
-            slope = (tab[t1 + j + 1] - tab[t1 + j]) / (tab[t0 + j + 1] - tab[t0 + j])
-            y = slope * (x - tab[t0 + j]) + tab[t1 + j]
+        j = 0 if j < 0 else j
+        j = last - 1 if j > last - 1 else j
+        x0, x1, y0, y1 = tab[t0 + j], tab[t0 + j + 1], tab[t1 + j], tab[t1 + j + 1]
+        y = (y1 - y0) / (x1 - x0) * (x - x0) + y0
+        y = lo_y if x <= lo_x else y
+        y = hi_y if x >= hi_x else y
         o[i] = x if x != x else y
 
 
 @njit(**_JIT)
 def _block(code, imm, tab, R, P, cnt, n):
     """Every instruction over the first ``n`` points of a block; register r of the block is
-    ``R[r * P : r * P + n]``; an instruction may write over its operand's register (each
-    point reads its operands before writing), ``cnt`` holds what a multi-pass instruction
-    keeps between its passes."""
+    ``R[r * P : r * P + n]`` (:func:`.tape.compile_outputs` never gives a result its
+    operand's register); ``cnt`` holds what a multi-pass instruction keeps between passes."""
     j = -1
     while j + 1 < code.shape[0]:
         j += 1
@@ -288,7 +289,8 @@ def _block(code, imm, tab, R, P, cnt, n):
             t0, tlen = code[j, 5], code[j, 7]
             for i in range(n):
                 k = int(a[i])
-                k = 0 if k < 0 else (tlen - 1 if k >= tlen else k)
+                k = 0 if k < 0 else k
+                k = tlen - 1 if k >= tlen else k
                 o[i] = tab[t0 + k]
         elif op == SUB_K:
             for i in range(n):
