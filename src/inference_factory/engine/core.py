@@ -389,12 +389,10 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     program, dtypes, _ = entry
     if program is None:
         return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
-    values = run(program, {k: np.array([raw[k]], dtype=float) for k in program.inputs}, 1)
-    out = {}
-    for name, (kind, v) in program.outputs.items():
-        x = v if kind == "const" else values[name][0]
-        out[name] = np.asarray(x).astype(dtypes[name]) if dtypes[name].kind in "bi" else x
-    return out
+    values = run(program, {k: np.array([raw[k]], dtype=float) for k in program.inputs}, 1,
+                 dtypes)
+    return {name: v if kind == "const" else values[name][0]
+            for name, (kind, v) in program.outputs.items()}
 
 
 #: Points from which a list of points is evaluated by one compiled pass (below, numpy's
@@ -424,18 +422,10 @@ def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_
             ax[name] = first[name] = a
     traced = _select(evaluate_block(g, ax, acceptance_by_position, draft), variables)
     program = T.compile_outputs(tape, traced)
-    values = run(program, data, n)
     kinds = evaluate_block(g, first, acceptance_by_position, draft)     # the output dtypes
-    out = {}
-    for name, (kind, v) in program.outputs.items():
-        if kind == "const":
-            out[name] = v
-            continue
-        arr = values[name].reshape(shape)
-        dtype = np.asarray(kinds[name]).dtype
-        out[name] = (arr != 0.0) if dtype.kind == "b" else (
-            arr.astype(dtype) if dtype != arr.dtype else arr)
-    return out
+    values = run(program, data, n, {k: np.asarray(v).dtype for k, v in kinds.items()})
+    return {name: v if kind == "const" else values[name].reshape(shape)
+            for name, (kind, v) in program.outputs.items()}
 
 
 _N_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")

@@ -449,26 +449,55 @@ def _run(code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs
 _LOCK = threading.Lock()
 
 
-def run(program, inputs: dict[str, np.ndarray], n_points: int) -> dict[str, np.ndarray]:
+#: Points per call of the compiled pass when some output is not a float (a flag, a code):
+#: those are computed into a float buffer this long and converted chunk by chunk.
+CHUNK_POINTS = 1 << 20
+
+
+def run(program, inputs: dict[str, np.ndarray], n_points: int,
+        dtypes: dict[str, np.dtype] | None = None) -> dict[str, np.ndarray]:
     """Evaluate ``program`` at ``n_points`` points; ``inputs`` maps each of
     ``program.inputs`` to a 1-D array of that length (read in place). Returns one array per
-    register output (the constant outputs are the caller's)."""
+    register output (the constant outputs are the caller's), of its dtype in ``dtypes``
+    (default float64; booleans are the nonzero values, integers truncated)."""
     X = tuple(np.ascontiguousarray(inputs[name], dtype=float) for name in program.inputs)
-    if not X:
-        X = (np.zeros(0),)
     names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
+    if not names:
+        return {}
     regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
     uniq, where = np.unique(regs, return_inverse=True)
-    Y = tuple(np.empty(n_points) for _ in range(uniq.size))    # apart: each can be dropped
-    if not Y:
-        return {}
-    if n_points <= BLOCK_POINTS:     # one block: this thread, no parallel launch
+    kinds = [np.dtype((dtypes or {}).get(k, float)) for k in names]
+    # one array per distinct register, of the first output's dtype there (written in place
+    # when float, else through a float buffer); outputs sharing a register share an array
+    # when their dtypes agree
+    final = [np.empty(n_points, dtype=kinds[list(where).index(u)]) for u in range(uniq.size)]
+    typed = [f.dtype != np.float64 for f in final]
+    step = CHUNK_POINTS if any(typed) else max(n_points, 1)
+    buf = [np.empty(min(step, n_points)) if t else None for t in typed]
+    for lo in range(0, n_points, step):
+        hi = min(lo + step, n_points)
+        Xc = tuple(x[lo:hi] for x in X) if X else (np.zeros(0),)
+        Yc = tuple(b[:hi - lo] if t else f[lo:hi] for f, b, t in zip(final, buf, typed))
+        _call(program, Xc, Yc, uniq, hi - lo)
+        for f, b, t in zip(final, buf, typed):
+            if t:
+                f[lo:hi] = (b[:hi - lo] != 0.0) if f.dtype.kind == "b" else b[:hi - lo]
+    out = {}
+    for k, w, kind in zip(names, where, kinds):
+        arr = final[w]
+        out[k] = arr if arr.dtype == kind else (arr != 0.0 if kind.kind == "b" else arr.astype(kind))
+    return out
+
+
+def _call(program, X, Y, regs, n_points):
+    """The compiled pass over ``n_points`` points: in this thread for one block (no parallel
+    launch), else on every core."""
+    if n_points <= BLOCK_POINTS:
         _blocks(0, 1, program.code, program.immediates, program.table_data, program.const_regs,
-                program.const_values, X, program.input_regs, Y, uniq, program.n_regs,
+                program.const_values, X, program.input_regs, Y, regs, program.n_regs,
                 BLOCK_POINTS)
     elif n_points:
         with _LOCK:
-                _run(program.code, program.immediates, program.table_data, program.const_regs, program.const_values, X,
-                 program.input_regs, Y, uniq, program.n_regs, BLOCK_POINTS,
-                 min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
-    return {k: Y[w] for k, w in zip(names, where)}
+            _run(program.code, program.immediates, program.table_data, program.const_regs,
+                 program.const_values, X, program.input_regs, Y, regs, program.n_regs,
+                 BLOCK_POINTS, min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
