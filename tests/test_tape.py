@@ -297,3 +297,14 @@ def test_one_point_calls_replay_a_program_equal_to_numpy(name, monkeypatch):
                     np.testing.assert_array_equal(got[k].values, want.values, err_msg=k)
     assert len(core._POINT_PROGRAMS) == len({0, draft})      # one program per structure
     assert all(p is not None for p, _, _ in core._POINT_PROGRAMS.values())
+
+
+def test_outputs_in_chunks_keep_their_dtypes(monkeypatch):
+    """Flags and codes go through a float buffer chunk by chunk (here 1,000 points, five
+    chunks and a short one): the same values and dtypes as the numpy passes."""
+    monkeypatch.setattr(TE, "CHUNK_POINTS", 1000)
+    kw, draft = CASES["llama70b-tp8"]
+    ref, fused, calls = _evaluate_both(kw, _points(13, n=5_300), monkeypatch)
+    assert calls
+    _assert_same(fused, ref)
+    assert fused.fits.dtype == bool and fused.decode_binding_resource.dtype.kind == "U"
