@@ -9,6 +9,7 @@ override.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
@@ -495,3 +496,75 @@ def test_hardware_dir_env_var(tmp_path, monkeypatch):
     monkeypatch.delenv("INFERENCE_FACTORY_HARDWARE_DIR")
     assert "H100-SXM" in list_hardware()
     assert "My-GPU" not in list_hardware()
+
+
+# ============================================================================================
+# 6. name lookup is cached, and still sees every edit
+# ============================================================================================
+
+
+def _my_gpu(capacity_gb: int, alias: str) -> str:
+    text = _replace(H100_TEXT, 'name = "H100-SXM"', 'name = "My-GPU"')
+    text = _replace(text, 'aliases = ["H100", "H100-SXM5", "H100 SXM", "H100-80GB"]',
+                    f'aliases = ["{alias}"]')
+    return _replace(text, "hbm_capacity_gb = 80", f"hbm_capacity_gb = {capacity_gb}")
+
+
+def _edit_in_place(path: Path, text: str) -> None:
+    """Rewrite a file in place (same inode, the folder untouched), its modification time
+    moved by a whole second so the edit does not hinge on the clock's tick."""
+    before = path.stat().st_mtime_ns
+    with open(path, "r+", encoding="utf-8") as fh:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(text)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def test_spec_lookup_cache_sees_edits_additions_and_removals(tmp_path, monkeypatch):
+    from inference_factory import specs
+    # every stamp trusted at once: the cache is used from the first call, so each change
+    # below must be noticed through the stamps alone
+    monkeypatch.setattr(specs, "_RACY_NS", -1)
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
+    path = _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias"))
+    assert load_hardware("my-gpu").hbm_capacity_bytes == 80 * units.GB
+    assert load_hardware("myalias").name == "My-GPU"
+    cached = specs._INDEX_CACHE[str(tmp_path)]
+    assert load_hardware("My-GPU") is load_hardware("my-gpu")       # parsed once
+    assert specs._INDEX_CACHE[str(tmp_path)] is cached              # not read again
+
+    # an edit in place (the folder's stamp does not move): new values, new alias, old gone
+    _edit_in_place(path, _my_gpu(96, "OtherAlias"))
+    assert load_hardware("my-gpu").hbm_capacity_bytes == 96 * units.GB
+    assert load_hardware("otheralias").hbm_capacity_bytes == 96 * units.GB
+    with pytest.raises(SpecError, match="unknown hardware 'myalias'"):
+        load_hardware("myalias")
+
+    # a file added, then the first one removed
+    text = _replace(H100_TEXT, 'name = "H100-SXM"', 'name = "New-GPU"')
+    _write(tmp_path, "New-GPU", _replace(text, 'aliases = ["H100", "H100-SXM5", "H100 SXM", '
+                                         '"H100-80GB"]', 'aliases = ["NewAlias"]'))
+    assert load_hardware("new-gpu").name == "New-GPU"
+    assert load_hardware("NEWALIAS").name == "New-GPU"
+    path.unlink()
+    with pytest.raises(SpecError, match="unknown hardware 'my-gpu'"):
+        load_hardware("my-gpu")
+    # the bundled folder behind it is unaffected
+    assert load_hardware("H100").name == "H100-SXM"
+
+
+def test_spec_lookup_cache_distrusts_recent_stamps(tmp_path, monkeypatch):
+    """A file edited within one tick of the file system's clock keeps its timestamps: files
+    younger than ``_RACY_NS`` are read again on every call. Simulated here by stamps without
+    times (a clock that never moves): an in-place edit of the same size is still seen."""
+    from inference_factory import specs
+    monkeypatch.setattr(specs, "_stamp", lambda st: (st.st_dev, st.st_ino, st.st_size))
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
+    path = _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias1"))
+    assert load_hardware("my-gpu").hbm_capacity_bytes == 80 * units.GB
+    assert load_hardware("myalias1").name == "My-GPU"
+    with open(path, "r+", encoding="utf-8") as fh:            # same size, same inode
+        fh.write(_my_gpu(96, "MyAlias2"))
+    assert load_hardware("my-gpu").hbm_capacity_bytes == 96 * units.GB
+    assert load_hardware("myalias2").name == "My-GPU"

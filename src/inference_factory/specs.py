@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import stat
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -478,17 +480,76 @@ def _parse_model(path: Path) -> ModelSpec:
 # --------------------------------------------------------------------------------------------
 
 
-_INDEX_CACHE: dict[tuple, dict[str, Path]] = {}
+#: A file or folder changed less than this long before it was read may change again within the
+#: same tick of the file system's clock without its timestamps moving ("racy" timestamps, as in
+#: git's index): what was read from it is not trusted until it is older than this.
+_RACY_NS = 2_000_000_000
 
 
-def _index(folder: Path, parse) -> dict[str, Path]:
-    """Map lower-cased names and aliases to files (aliases read without full validation);
-    cached until a file in the folder is added, removed or modified."""
-    files = sorted(folder.glob("*.toml"))
-    key = (str(folder.resolve()), tuple((p.name, p.stat().st_mtime_ns) for p in files))
-    if key not in _INDEX_CACHE:
-        _INDEX_CACHE[key] = _build_index(files)
-    return _INDEX_CACHE[key]
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What identifies one version of a file or folder: inode and device (a file replaced by a
+    rename is another file), modification and change times (the change time cannot be set
+    back by ``touch`` or ``cp -p``; a folder's change when an entry is added, removed or
+    renamed) and size."""
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _settled(st: os.stat_result, now_ns: int) -> bool:
+    return now_ns - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS
+
+
+@dataclass
+class _FolderIndex:
+    """The names and aliases of one spec folder, and the stamps they were read under."""
+    stamp: tuple            # the folder's (a file added, removed or renamed changes it)
+    files: tuple            # (path, stamp) of every *.toml file, sorted by name
+    stems: dict[str, Path]  # lower-cased file stem -> file
+    index: dict[str, Path]  # lower-cased stem or alias -> file (a stem wins over an alias)
+    settled: bool           # no stamp was too recent to be trusted ("racy")
+
+
+_INDEX_CACHE: dict[str, _FolderIndex] = {}
+
+
+def _read_folder(folder: str, st: os.stat_result) -> _FolderIndex:
+    now = time.time_ns()
+    files, settled = [], _settled(st, now)
+    with os.scandir(folder) as it:
+        entries = sorted((e.name, e.path) for e in it if e.name.endswith(".toml"))
+    for name, path in entries:
+        try:
+            fst = os.stat(path)
+        except OSError:         # removed while listing: the folder's stamp has moved too
+            continue
+        files.append((path, _stamp(fst)))
+        settled = settled and _settled(fst, now)
+    paths = [Path(f) for f, _ in files]
+    return _FolderIndex(stamp=_stamp(st), files=tuple(files),
+                        stems={q.stem.lower(): q for q in paths}, index=_build_index(paths),
+                        settled=settled)
+
+
+def _files_unchanged(ix: _FolderIndex) -> bool:
+    for path, stamp in ix.files:
+        try:
+            if _stamp(os.stat(path)) != stamp:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _folder_index(folder: str, st: os.stat_result, *, contents: bool) -> _FolderIndex:
+    """The folder's index, read again when it may be stale. The folder's own stamp moves
+    when a file is added, removed or renamed, so file names (stems) need only that; aliases
+    live inside the files, so ``contents=True`` also checks every file's stamp (an edit in
+    place moves only the file's). Stamps too recent to be trusted (:data:`_RACY_NS`) never
+    are: the folder is read again on every call until it has settled."""
+    ix = _INDEX_CACHE.get(folder)
+    if (ix is None or not ix.settled or ix.stamp != _stamp(st)
+            or (contents and not _files_unchanged(ix))):
+        ix = _INDEX_CACHE[folder] = _read_folder(folder, st)
+    return ix
 
 
 def _build_index(files) -> dict[str, Path]:
@@ -515,11 +576,24 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
             raise SpecError(f"{s}: {kind} file not found")
         return p
     folders = [Path(folder)] if folder is not None else data_dirs(kind)
+    stats = []
     for f in folders:
-        if not f.is_dir():
+        try:
+            st = os.stat(f)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
             raise SpecError(f"{f}: {kind} folder not found")
-    for f in folders:
-        hit = _index(f, None).get(s.lower())
+        stats.append(st)
+    key = s.lower()
+    for i, (f, st) in enumerate(zip(folders, stats)):
+        if i == 0:
+            # a file's stem wins over every alias, and the first folder over the others: a
+            # stem hit there depends on the listing alone, not on the files' contents
+            hit = _folder_index(os.fspath(f), st, contents=False).stems.get(key)
+            if hit is not None:
+                return hit
+        hit = _folder_index(os.fspath(f), st, contents=True).index.get(key)
         if hit is not None:
             return hit
     names = sorted({p.stem for f in folders for p in f.glob("*.toml")})
@@ -527,14 +601,22 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
     raise SpecError(f"unknown {kind.rstrip('s')} {s!r} in {where}; available: {names}")
 
 
-_CACHE: dict[tuple[str, float], Any] = {}
+_CACHE: dict[tuple, Any] = {}
 
 
 def _cached(path: Path, parse):
-    key = (str(path.resolve()), path.stat().st_mtime)
-    if key not in _CACHE:
-        _CACHE[key] = parse(path)
-    return _CACHE[key]
+    """``parse(path)``, once per version of the file (:func:`_stamp`: the same file reached
+    by another path shares it); a file changed too recently to be told apart from its next
+    edit (:data:`_RACY_NS`) is parsed again on every call until it has settled."""
+    st = os.stat(path)
+    key = (parse, _stamp(st))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    out = parse(path)
+    if _settled(st, time.time_ns()):
+        _CACHE[key] = out
+    return out
 
 
 def load_hardware(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> HardwareSpec:
