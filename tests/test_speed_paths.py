@@ -79,3 +79,92 @@ def test_tiled_outer_product_with_a_long_axis_equals_one_block(monkeypatch):
                                        err_msg=k)
         else:
             np.testing.assert_array_equal(tiled[k].values, ref[k].values, err_msg=k)
+
+
+# ---- the Dataset built directly (no merge) equals the public constructor's ----------------
+
+_DATASET_CASES = [
+    dict(model="Llama-3.1-70B", hardware="H100-SXM", tp=8, batch_size=64, kv_len=2048),
+    dict(model="Llama-3.1-8B", hardware="H100", batch_size=[1, 8, 64], kv_len=[1024, 4096],
+         prompt_len=512),
+    dict(model="DeepSeek-V3", hardware="H800-SXM", dp=32, ep=32, overlap="two-batch",
+         batch_size=[16, 128], draft_depth=[0, 1, 2], realism="roofline"),
+    dict(model="Llama-3.1-70B", hardware="H100-SXM", tp=8, ideal=True,
+         batch_size=xr.DataArray([1.0, 7.0, 30.0], dims="point"),
+         kv_len=xr.DataArray([128.0, 900.0, 5000.0], dims="point"), prompt_len=[256, 1024]),
+    # a caller's axis with its own index and a non-index coordinate (kept, with their attrs)
+    dict(model="Llama-3.1-8B", hardware="H100-SXM",
+         batch_size=xr.DataArray([1.0, 4.0], dims="b", name="batch_size",
+                                 coords={"b": ("b", [10, 20], {"note": "mine"}),
+                                         "lab": ("b", ["x", "y"])}),
+         kv_len=[128.0, 512.0]),
+    # a dimension coordinate without an index: the public constructor builds the default one
+    dict(model="Llama-3.1-8B", hardware="H100-SXM",
+         batch_size=xr.DataArray([1.0, 4.0], dims="b",
+                                 coords=xr.Coordinates({"b": [10, 20]}, indexes={}))),
+    # several blocks (combine_by_coords on top) and detail="ops" (variables added after)
+    dict(model=["Llama-3.1-8B", "Llama-3.1-70B"], hardware="H100-SXM", tp=8, batch_size=[1, 32]),
+    dict(model="Llama-3.1-8B", hardware="H100-SXM", batch_size=16, detail="ops"),
+]
+
+
+def _evaluate(case):
+    kw = dict(case)
+    return inf.evaluate(kw.pop("model"), kw.pop("hardware"), **kw)
+
+
+@pytest.mark.parametrize("case", _DATASET_CASES, ids=range(len(_DATASET_CASES)))
+def test_dataset_built_directly_equals_public_constructor(case, monkeypatch):
+    """``_construct_direct`` is private: the result must be what xarray's public constructor
+    gives for the same variables (values, dtypes, attributes, coordinates, indexes, and the
+    order of variables and dimensions, which DataFrames and reprs show)."""
+    monkeypatch.setattr(core, "_DIRECT", False)
+    public = _evaluate(case)
+    monkeypatch.setattr(core, "_DIRECT", True)
+    direct = _evaluate(case)
+    xr.testing.assert_identical(direct, public)
+    assert core._same_dataset(direct, public)
+    for k, v in public.variables.items():
+        assert type(direct.variables[k]) is type(v) and direct.variables[k].dtype == v.dtype, k
+        assert direct.variables[k].attrs is not v.attrs
+    assert list(direct.xindexes) == list(public.xindexes)
+    assert [type(i) for i in direct.xindexes.values()] == [type(i) for i in public.xindexes.values()]
+    pd_ = pytest.importorskip("pandas")
+    pd_.testing.assert_frame_equal(core.to_dataframe(direct), core.to_dataframe(public))
+
+
+def test_dataset_direct_construction_is_checked_and_used(monkeypatch):
+    """On this xarray the shortcut passes its first-use check (if a new xarray changed
+    ``_construct_direct``, evaluate would fall back to the public constructor and this test
+    would say so); a caller's axis is not modified through the result."""
+    monkeypatch.setattr(core, "_DIRECT", None)
+    axis = xr.DataArray([1.0, 2.0], dims="batch_size", coords={"batch_size": [1.0, 2.0]})
+    ds = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
+    assert core._DIRECT is True
+    assert ds.batch_size.attrs["units"] == "sequences per DP rank"
+    assert "units" not in axis.batch_size.attrs
+    ds.batch_size.attrs["units"] = "changed"
+    again = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
+    assert again.batch_size.attrs["units"] == "sequences per DP rank"
+    # a mismatch found on first use switches the shortcut off for good
+    monkeypatch.setattr(core, "_DIRECT", None)
+    monkeypatch.setattr(core, "_same_dataset", lambda a, b: False)
+    xr.testing.assert_identical(inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis), again)
+    assert core._DIRECT is False
+
+
+@pytest.mark.parametrize("name", sorted(core.NUMERIC_AXES))
+def test_scalar_axis_checks_equal_the_array_checks(name):
+    """A number is checked in plain Python, a list with numpy: same rules, same messages."""
+    _, _, lo, hi, _ = core.NUMERIC_AXES[name]
+    for v in (lo - 1.0, lo - 1e-9, lo, (lo + min(hi, lo + 8)) / 2 + 0.25, hi, hi + 1.0,
+              float("nan"), float("inf"), -float("inf"), 1e300):
+        try:
+            one = core._as_axis(name, v)
+        except inf.SpecError as exc:
+            with pytest.raises(inf.SpecError) as arr_exc:
+                core._as_axis(name, [v])
+            assert str(arr_exc.value) == str(exc), (name, v)
+        else:
+            arr = core._as_axis(name, [v])
+            assert isinstance(one, float) and arr.values.tolist() == [one], (name, v)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 from typing import Any, Iterable, Mapping
 
@@ -46,7 +47,7 @@ def _as_axis(name: str, value: Any) -> Any:
             v = float(value)
         except (TypeError, ValueError):
             raise SpecError(f"{name} = {value!r} must be a number ({unit})") from None
-        arr = v
+        return _check_scalar(name, v)
     else:
         try:
             vals = np.asarray(value, dtype=float)
@@ -57,19 +58,44 @@ def _as_axis(name: str, value: Any) -> Any:
         arr = xr.DataArray(vals, dims=name, coords={name: vals})
     vals = np.asarray(arr, dtype=float)
     if not np.all(np.isfinite(vals)):
-        raise SpecError(f"{name} = {vals[~np.isfinite(vals)].flat[0]:g} must be a finite number "
-                        f"({unit})")
-    bad = vals[~((vals >= lo) & (vals <= hi))]
-    if name == "cache_hit_rate":
-        bad = vals[~((vals >= 0) & (vals < 1))]
-        hi_txt = "1 (exclusive)"
-    else:
-        hi_txt = str(hi)
+        raise _not_finite(name, vals[~np.isfinite(vals)].flat[0])
+    bad = vals[~((vals >= lo) & ((vals < hi) if name in _UPPER_EXCLUSIVE else (vals <= hi)))]
     if bad.size:
-        raise SpecError(f"{name} = {bad[0]:g} is out of range; allowed [{lo:g}, {hi_txt}] ({unit})")
+        raise _out_of_range(name, bad[0])
     if integer and np.any(vals != np.round(vals)):
-        raise SpecError(f"{name} = {vals[vals != np.round(vals)][0]:g} must be a whole number")
+        raise _not_whole(name, vals[vals != np.round(vals)][0])
     return arr
+
+
+def _check_scalar(name: str, v: float) -> float:
+    """:func:`_as_axis`'s checks for one number, in plain Python (numpy on a 0-d array costs
+    ~10 us per axis): the same rules and messages as on arrays."""
+    if not math.isfinite(v):
+        raise _not_finite(name, v)
+    _, _, lo, hi, integer = NUMERIC_AXES[name]
+    if not (lo <= v < hi if name in _UPPER_EXCLUSIVE else lo <= v <= hi):
+        raise _out_of_range(name, v)
+    if integer and v != round(v):
+        raise _not_whole(name, v)
+    return v
+
+
+#: Axes whose upper bound is not allowed (a cache-hit rate of 1 leaves nothing to compute).
+_UPPER_EXCLUSIVE = frozenset({"cache_hit_rate"})
+
+
+def _not_finite(name: str, v) -> SpecError:
+    return SpecError(f"{name} = {v:g} must be a finite number ({NUMERIC_AXES[name][1]})")
+
+
+def _out_of_range(name: str, v) -> SpecError:
+    _, unit, lo, hi, _ = NUMERIC_AXES[name]
+    hi_txt = f"{hi:g} (exclusive)" if name in _UPPER_EXCLUSIVE else str(hi)
+    return SpecError(f"{name} = {v:g} is out of range; allowed [{lo:g}, {hi_txt}] ({unit})")
+
+
+def _not_whole(name: str, v) -> SpecError:
+    return SpecError(f"{name} = {v:g} must be a whole number")
 
 
 @functools.lru_cache(maxsize=None)
@@ -513,33 +539,131 @@ def _raw_axes(axes: Mapping[str, Any]):
 
 
 def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
-                labels: Mapping[str, str]) -> xr.Dataset:
+                labels: Mapping[str, Any]) -> xr.Dataset:
     """The block's arrays as Dataset variables, without copying them (a variable keeps the
-    dimensions it varies along); ``labels`` (model, hardware) become scalar coordinates."""
-    data = {}
+    dimensions it varies along); ``labels`` (model, hardware, held structural choices: a
+    value or a ``((), value, attrs)`` tuple) become scalar coordinates, the axes coordinates."""
+    data: dict[str, xr.Variable] = {}
     for k, v in res.items():
         arr = np.asarray(v)
         if k.endswith("_binding_resource"):      # int8 codes -> their labels
-            arr = np.asarray(RESOURCES)[arr]
-        attrs = {"units": _unit_of(k)}
+            arr = _RESOURCE_LABELS[arr]
+        attrs = _var_attrs(k)
         if arr.ndim == 0:
-            data[k] = ((), arr, attrs)
+            data[k] = _variable((), arr, attrs)
         else:
             keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
             squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
-            data[k] = ([order[i] for i in keep], arr.squeeze(axis=squeeze), attrs)
-    # every coordinate given at construction: one alignment instead of one per axis
-    coords: dict[str, Any] = dict(labels)
+            data[k] = _variable([order[i] for i in keep], arr.squeeze(axis=squeeze), attrs)
+    coords: dict[str, xr.Variable] = {}
+    for k, v in labels.items():
+        coords[k] = _variable(*v) if isinstance(v, tuple) else _variable((), v, None)
+    indexes: dict[str, Any] = {}
     for name, a in axes.items():
         if isinstance(a, xr.DataArray):
-            coords.update({c: a[c].variable for c in a.coords})
+            # shallow copies: the result's attributes are its own, not the caller's axis's
+            for c, var in a.coords.variables.items():
+                coords[c] = var.copy(deep=False)
+            indexes.update(a.xindexes)
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
-            coords[name] = ((), float(a), {"units": NUMERIC_AXES[name][1]})
-    ds = xr.Dataset(data, coords=coords)
-    for name in axes:          # the Variables themselves (ds[name] would build a DataArray)
-        if name in ds.variables and "units" not in ds.variables[name].attrs:
-            ds.variables[name].attrs["units"] = NUMERIC_AXES[name][1]
-    return ds
+            coords[name] = _variable((), float(a), _axis_attrs(name))
+    for name in axes:
+        var = coords.get(name)
+        if var is not None and "units" not in var.attrs:
+            var.attrs["units"] = NUMERIC_AXES[name][1]
+    return _dataset(data, coords, indexes)
+
+
+_PandasIndex = xr.indexes.PandasIndex
+#: The labels of the binding-resource codes.
+_RESOURCE_LABELS = np.asarray(RESOURCES)
+_VAR_ATTRS: dict[str, dict[str, str]] = {}
+
+
+def _var_attrs(name: str) -> dict[str, str]:
+    """``{"units": ...}`` of an output variable (a Variable copies the dict it is given)."""
+    a = _VAR_ATTRS.get(name)
+    if a is None:
+        a = _VAR_ATTRS[name] = {"units": _unit_of(name)}
+    return a
+
+
+def _axis_attrs(name: str) -> dict[str, str]:
+    return {"units": NUMERIC_AXES[name][1]}
+
+
+def _variable(dims, value, attrs) -> xr.Variable:
+    """``xr.Variable(dims, value, attrs)`` without re-checking data that needs no conversion:
+    what xarray's own conversion would do (``np.asarray``, objects and datetimes converted)
+    is done here, and a plain ndarray of another kind is handed over as it is."""
+    arr = value if type(value) is np.ndarray else np.asarray(value)
+    if type(arr) is not np.ndarray or arr.dtype.kind in "OMm":
+        return xr.Variable(dims, value, attrs)
+    return xr.Variable(dims, arr, attrs, fastpath=True)
+
+
+def _dataset_public(data: Mapping[str, xr.Variable], coords: Mapping[str, xr.Variable],
+                    indexes: Mapping[str, Any]) -> xr.Dataset:
+    """The Dataset through its public constructor (merges and aligns every variable, and
+    builds the default index of each dimension coordinate)."""
+    return xr.Dataset(dict(data), coords=dict(coords))
+
+
+def _direct_applies(coords: Mapping[str, xr.Variable], indexes: Mapping[str, Any]) -> bool:
+    """The given indexes are what the public constructor would build: one plain
+    ``PandasIndex`` per dimension coordinate (as every axis given as a list has), no other."""
+    dim_coords = [c for c, v in coords.items() if v.dims == (c,)]
+    return (len(dim_coords) == len(indexes)
+            and all(type(indexes.get(c)) is _PandasIndex for c in dim_coords))
+
+
+def _dataset_direct(data: Mapping[str, xr.Variable], coords: Mapping[str, xr.Variable],
+                    indexes: Mapping[str, Any]) -> xr.Dataset:
+    """The same Dataset as :func:`_dataset_public` without the merge: the variables come
+    from one block, so their dimensions agree by construction and nothing needs aligning.
+    Uses ``xr.Dataset._construct_direct`` (private; the constructor's own last step), so it is
+    guarded (:data:`_DIRECT`: its signature checked at import, the result compared with the
+    public constructor's on first use) and tested against it (tests/test_speed_paths.py)."""
+    variables = dict(data)
+    variables.update(coords)
+    return xr.Dataset._construct_direct(variables, set(coords), None, None, dict(indexes))
+
+
+def _direct_available() -> bool:
+    import inspect
+    f = getattr(xr.Dataset, "_construct_direct", None)
+    try:
+        params = list(inspect.signature(f).parameters) if f is not None else []
+    except (TypeError, ValueError):
+        return False
+    return params[:5] == ["variables", "coord_names", "dims", "attrs", "indexes"]
+
+
+#: None: the direct construction not yet checked against the public one; True/False after.
+_DIRECT: bool | None = None if _direct_available() else False
+
+
+def _dataset(data, coords, indexes) -> xr.Dataset:
+    global _DIRECT
+    if _DIRECT is False or not _direct_applies(coords, indexes):
+        return _dataset_public(data, coords, indexes)
+    if _DIRECT:
+        return _dataset_direct(data, coords, indexes)
+    public = _dataset_public(data, coords, indexes)
+    if _DIRECT is None:     # first use in this process: the shortcut must give the same thing
+        try:
+            direct = _dataset_direct(data, coords, indexes)
+            _DIRECT = _same_dataset(direct, public)
+        except Exception:   # noqa: BLE001 (any failure: keep the public constructor)
+            _DIRECT = False
+    return public
+
+
+def _same_dataset(a: xr.Dataset, b: xr.Dataset) -> bool:
+    """Identical (values, dtypes, attributes, coordinates, indexes) and in the same order."""
+    return (a.identical(b) and list(a.variables) == list(b.variables)
+            and list(a.sizes) == list(b.sizes) and set(a.coords) == set(b.coords)
+            and list(a.xindexes) == list(b.xindexes))
 
 
 def _add_ops(ds: xr.Dataset, table, order, sizes) -> xr.Dataset:
