@@ -31,19 +31,28 @@ _REPO_ROOT = _PACKAGE_DIR.parents[1]
 def bundled_dir(kind: str) -> Path:
     """The bundled ``hardware``, ``models`` or ``configs`` folder: the copy shipped inside the
     wheel (``inference_factory/_data/<kind>``), else the top-level folder of a source checkout."""
-    shipped = _PACKAGE_DIR / "_data" / kind
-    if shipped.is_dir():
-        return shipped
-    return _REPO_ROOT / kind
+    both = _BUNDLED.get(kind)
+    if both is None:
+        shipped = _PACKAGE_DIR / "_data" / kind
+        both = _BUNDLED[kind] = (shipped, os.fspath(shipped), _REPO_ROOT / kind)
+    return both[0] if os.path.isdir(both[1]) else both[2]
+
+
+#: kind -> (shipped folder, as a string, source checkout's folder): built once (a Path costs
+#: microseconds; every spec lookup asks), the shipped one's presence checked on every call.
+_BUNDLED: dict[str, tuple[Path, str, Path]] = {}
 
 
 def data_dirs(kind: str) -> list[Path]:
     """The search path for ``kind``: the folders of ``INFERENCE_FACTORY_<KIND>_DIR``
     (``os.pathsep``-separated, first wins), then the bundled folder. A user's file shadows a
     bundled one of the same name or alias; every other bundled file stays visible."""
-    env = os.environ.get(f"INFERENCE_FACTORY_{kind.upper()}_DIR")
+    env = os.environ.get(_ENV_VARS.get(kind) or f"INFERENCE_FACTORY_{kind.upper()}_DIR")
     user = [Path(p) for p in env.split(os.pathsep) if p] if env else []
     return user + [bundled_dir(kind)]
+
+
+_ENV_VARS = {k: f"INFERENCE_FACTORY_{k.upper()}_DIR" for k in ("hardware", "models", "configs")}
 
 
 def data_dir(kind: str) -> Path:

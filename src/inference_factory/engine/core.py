@@ -116,6 +116,9 @@ def _roofline_realism(base: Realism) -> Realism:
     return hit[1]
 
 
+_AXIS_NAMES = frozenset(NUMERIC_AXES) | frozenset(STRUCT_AXES)
+
+
 def _listify(value) -> list:
     if isinstance(value, (list, tuple)):
         if not value:
@@ -173,10 +176,9 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         Per-resource times, step times, binding resources, tokens/s per GPU and per user,
         TTFT, TPOT, memory and ``fits``; units in each variable's ``attrs``.
     """
-    unknown = set(kwargs) - set(NUMERIC_AXES) - set(STRUCT_AXES)
-    if unknown:
-        allowed = sorted(set(NUMERIC_AXES) | set(STRUCT_AXES))
-        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {allowed}")
+    if not _AXIS_NAMES.issuperset(kwargs):
+        unknown = set(kwargs) - _AXIS_NAMES
+        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {sorted(_AXIS_NAMES)}")
     if detail not in ("resources", "ops"):
         raise SpecError(f"detail = {detail!r} is not one of ['ops', 'resources']")
     if isinstance(realism, str):
@@ -239,9 +241,10 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     # result remembers its shape and precisions (and frames of several calls stay apart);
     # given at construction, like model and hardware (no extra alignment per call)
     held = {k: ((), next(iter(v)), _struct_attrs(k)) for k, v in chosen.items() if len(v) == 1}
+    d = axes["draft_depth"]
+    any_draft = d > 0 if isinstance(d, float) else bool(np.any(np.asarray(d) > 0))
     for mi, hi, s, g in valid:
-        if (draft is None and mi.n_mtp_modules == 0
-                and np.any(np.asarray(axes["draft_depth"]) > 0)):
+        if draft is None and mi.n_mtp_modules == 0 and any_draft:
             raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
                             "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
         if detail == "ops":
@@ -488,10 +491,16 @@ STRUCT_LONG_NAMES = {
 
 
 def _struct_attrs(k: str) -> dict[str, str]:
-    attrs = {"long_name": STRUCT_LONG_NAMES.get(k, k)}
-    if k in ("tp", "dp", "ep", "redundant_experts"):
-        attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
+    """The attributes of a structural coordinate (shared: a Variable copies its attrs)."""
+    attrs = _STRUCT_ATTRS.get(k)
+    if attrs is None:
+        attrs = _STRUCT_ATTRS[k] = {"long_name": STRUCT_LONG_NAMES.get(k, k)}
+        if k in ("tp", "dp", "ep", "redundant_experts"):
+            attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
     return attrs
+
+
+_STRUCT_ATTRS: dict[str, dict[str, str]] = {}
 
 
 def _resolved_struct(g, s: Mapping[str, Any]) -> dict[str, Any]:
