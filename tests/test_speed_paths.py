@@ -134,9 +134,11 @@ def test_dataset_built_directly_equals_public_constructor(case, monkeypatch):
 
 
 def test_dataset_direct_construction_is_checked_and_used(monkeypatch):
-    """On this xarray the shortcut passes its first-use check (if a new xarray changed
-    ``_construct_direct``, evaluate would fall back to the public constructor and this test
-    would say so); a caller's axis is not modified through the result."""
+    """On this xarray the shortcut passes its checks (if a new xarray changed
+    ``Dataset._construct_direct`` or a Variable's slots, evaluate would fall back to the public
+    constructor, and this test would say so); every result owns its attributes, and a
+    caller's axis is not modified through one."""
+    assert core._direct_available()         # the signature and the Variable slots it fills
     monkeypatch.setattr(core, "_DIRECT", None)
     axis = xr.DataArray([1.0, 2.0], dims="batch_size", coords={"batch_size": [1.0, 2.0]})
     ds = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
@@ -146,10 +148,17 @@ def test_dataset_direct_construction_is_checked_and_used(monkeypatch):
     ds.batch_size.attrs["units"] = "changed"
     again = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
     assert again.batch_size.attrs["units"] == "sequences per DP rank"
+    # each result owns its attributes: editing one leaves the next call's alone
+    ds.batch_size.attrs["units"] = "sequences per DP rank"
+    for k in ("decode_step_s", "tp", "model", "kv_len", "decode_binding_resource"):
+        again[k].attrs["units"] = "edited"      # (again: built directly; ds: publicly)
+    third = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
+    xr.testing.assert_identical(third, ds)
+    assert third.decode_step_s.attrs["units"] == "s" and third.tp.attrs["units"] == "GPUs"
     # a mismatch found on first use switches the shortcut off for good
     monkeypatch.setattr(core, "_DIRECT", None)
     monkeypatch.setattr(core, "_same_dataset", lambda a, b: False)
-    xr.testing.assert_identical(inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis), again)
+    xr.testing.assert_identical(inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis), ds)
     assert core._DIRECT is False
 
 

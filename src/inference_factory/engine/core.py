@@ -552,34 +552,31 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
     """The block's arrays as Dataset variables, without copying them (a variable keeps the
     dimensions it varies along); ``labels`` (model, hardware, held structural choices: a
     value or a ``((), value, attrs)`` tuple) become scalar coordinates, the axes coordinates."""
-    data: dict[str, xr.Variable] = {}
+    data: dict[str, tuple] = {}
     for k, v in res.items():
         arr = np.asarray(v)
         if k.endswith("_binding_resource"):      # int8 codes -> their labels
             arr = _RESOURCE_LABELS[arr]
         attrs = _var_attrs(k)
         if arr.ndim == 0:
-            data[k] = _variable((), arr, attrs)
+            data[k] = ((), arr, attrs)
         else:
             keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
             squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
-            data[k] = _variable([order[i] for i in keep], arr.squeeze(axis=squeeze), attrs)
-    coords: dict[str, xr.Variable] = {}
-    for k, v in labels.items():
-        coords[k] = _variable(*v) if isinstance(v, tuple) else _variable((), v, None)
+            data[k] = (tuple(order[i] for i in keep), arr.squeeze(axis=squeeze), attrs)
+    coords: dict[str, tuple | xr.Variable] = {
+        k: v if isinstance(v, tuple) else ((), v, None) for k, v in labels.items()}
     indexes: dict[str, Any] = {}
     for name, a in axes.items():
         if isinstance(a, xr.DataArray):
             # shallow copies: the result's attributes are its own, not the caller's axis's
             for c, var in a.coords.variables.items():
-                coords[c] = var.copy(deep=False)
+                coords[c] = var = var.copy(deep=False)
+                if c in axes and "units" not in var.attrs:
+                    var.attrs["units"] = NUMERIC_AXES[c][1]
             indexes.update(a.xindexes)
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
-            coords[name] = _variable((), float(a), _axis_attrs(name))
-    for name in axes:
-        var = coords.get(name)
-        if var is not None and "units" not in var.attrs:
-            var.attrs["units"] = NUMERIC_AXES[name][1]
+            coords[name] = ((), float(a), _axis_attrs(name))
     return _dataset(data, coords, indexes)
 
 
@@ -587,10 +584,11 @@ _PandasIndex = xr.indexes.PandasIndex
 #: The labels of the binding-resource codes.
 _RESOURCE_LABELS = np.asarray(RESOURCES)
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
+_AXIS_ATTRS = {k: {"units": v[1]} for k, v in NUMERIC_AXES.items()}
 
 
 def _var_attrs(name: str) -> dict[str, str]:
-    """``{"units": ...}`` of an output variable (a Variable copies the dict it is given)."""
+    """``{"units": ...}`` of an output variable (shared: a Variable copies its attrs)."""
     a = _VAR_ATTRS.get(name)
     if a is None:
         a = _VAR_ATTRS[name] = {"units": _unit_of(name)}
@@ -598,56 +596,77 @@ def _var_attrs(name: str) -> dict[str, str]:
 
 
 def _axis_attrs(name: str) -> dict[str, str]:
-    return {"units": NUMERIC_AXES[name][1]}
+    return _AXIS_ATTRS[name]
 
 
-def _variable(dims, value, attrs) -> xr.Variable:
-    """``xr.Variable(dims, value, attrs)`` without re-checking data that needs no conversion:
-    what xarray's own conversion would do (``np.asarray``, objects and datetimes converted)
-    is done here, and a plain ndarray of another kind is handed over as it is."""
-    arr = value if type(value) is np.ndarray else np.asarray(value)
-    if type(arr) is not np.ndarray or arr.dtype.kind in "OMm":
-        return xr.Variable(dims, value, attrs)
-    return xr.Variable(dims, arr, attrs, fastpath=True)
+# ---- the result Dataset: one block's variables need no merge -------------------------------
+# xarray's public constructor merges and aligns every variable (~0.7 ms for the ~56 variables
+# of one point, more than the whole rest of a call). The variables of one block agree by
+# construction, so the Dataset is assembled the way xarray assembles it internally, through
+# two private entry points: ``Dataset._construct_direct`` and a Variable's four slots. Both are
+# guarded (:data:`_DIRECT`: signature and slots checked at import, the result compared with
+# the public constructor's on first use in the process, the public path kept as the fallback)
+# and tested against the public path (tests/test_speed_paths.py).
 
-
-def _dataset_public(data: Mapping[str, xr.Variable], coords: Mapping[str, xr.Variable],
+def _dataset_public(data: Mapping[str, tuple], coords: Mapping[str, tuple | xr.Variable],
                     indexes: Mapping[str, Any]) -> xr.Dataset:
     """The Dataset through its public constructor (merges and aligns every variable, and
     builds the default index of each dimension coordinate)."""
     return xr.Dataset(dict(data), coords=dict(coords))
 
 
-def _direct_applies(coords: Mapping[str, xr.Variable], indexes: Mapping[str, Any]) -> bool:
+def _dataset_direct(data: Mapping[str, tuple], coords: Mapping[str, tuple | xr.Variable],
+                    indexes: Mapping[str, Any]) -> xr.Dataset:
+    """The same Dataset as :func:`_dataset_public`, without the merge."""
+    variables = {k: _variable(*t) for k, t in data.items()}
+    for k, v in coords.items():
+        variables[k] = _variable(*v) if isinstance(v, tuple) else v
+    return _construct_direct(variables, set(coords), None, None, dict(indexes))
+
+
+def _variable(dims, value, attrs) -> xr.Variable:
+    """``xr.Variable(dims, value, attrs)``, its slots filled directly when ``value`` needs no
+    conversion (what xarray's conversion does, ``np.asarray``, is done here; objects and
+    datetimes, which it converts further, go through the constructor)."""
+    arr = value if type(value) is np.ndarray else np.asarray(value)
+    if type(arr) is not np.ndarray or arr.dtype.kind in "OMm" or len(dims) != arr.ndim:
+        return xr.Variable(dims, value, attrs)
+    v = _new(xr.Variable)
+    v._dims = tuple(dims)
+    v._data = arr
+    v._attrs = dict(attrs) if attrs else None
+    v._encoding = None
+    return v
+
+
+def _direct_applies(coords: Mapping[str, tuple | xr.Variable],
+                    indexes: Mapping[str, Any]) -> bool:
     """The given indexes are what the public constructor would build: one plain
     ``PandasIndex`` per dimension coordinate (as every axis given as a list has), no other."""
-    dim_coords = [c for c, v in coords.items() if v.dims == (c,)]
+    dim_coords = [c for c, v in coords.items()
+                  if (v[0] if isinstance(v, tuple) else v.dims) == (c,)]
     return (len(dim_coords) == len(indexes)
             and all(type(indexes.get(c)) is _PandasIndex for c in dim_coords))
 
 
-def _dataset_direct(data: Mapping[str, xr.Variable], coords: Mapping[str, xr.Variable],
-                    indexes: Mapping[str, Any]) -> xr.Dataset:
-    """The same Dataset as :func:`_dataset_public` without the merge: the variables come
-    from one block, so their dimensions agree by construction and nothing needs aligning.
-    Uses ``xr.Dataset._construct_direct`` (private; the constructor's own last step), so it is
-    guarded (:data:`_DIRECT`: its signature checked at import, the result compared with the
-    public constructor's on first use) and tested against it (tests/test_speed_paths.py)."""
-    variables = dict(data)
-    variables.update(coords)
-    return xr.Dataset._construct_direct(variables, set(coords), None, None, dict(indexes))
-
-
 def _direct_available() -> bool:
+    """xarray's internals are the ones this module was written against."""
     import inspect
     f = getattr(xr.Dataset, "_construct_direct", None)
     try:
         params = list(inspect.signature(f).parameters) if f is not None else []
     except (TypeError, ValueError):
         return False
-    return params[:5] == ["variables", "coord_names", "dims", "attrs", "indexes"]
+    slots: set[str] = set()
+    for c in xr.Variable.__mro__:
+        sl = c.__dict__.get("__slots__", ())
+        slots |= {sl} if isinstance(sl, str) else set(sl)
+    return (params[:5] == ["variables", "coord_names", "dims", "attrs", "indexes"]
+            and slots == {"_attrs", "_data", "_dims", "_encoding"})
 
 
+_new = object.__new__
+_construct_direct = getattr(xr.Dataset, "_construct_direct", None)
 #: None: the direct construction not yet checked against the public one; True/False after.
 _DIRECT: bool | None = None if _direct_available() else False
 
@@ -659,20 +678,22 @@ def _dataset(data, coords, indexes) -> xr.Dataset:
     if _DIRECT:
         return _dataset_direct(data, coords, indexes)
     public = _dataset_public(data, coords, indexes)
-    if _DIRECT is None:     # first use in this process: the shortcut must give the same thing
-        try:
-            direct = _dataset_direct(data, coords, indexes)
-            _DIRECT = _same_dataset(direct, public)
-        except Exception:   # noqa: BLE001 (any failure: keep the public constructor)
-            _DIRECT = False
+    try:                    # first use in this process: the shortcut must give the same thing
+        _DIRECT = _same_dataset(_dataset_direct(data, coords, indexes), public)
+    except Exception:       # noqa: BLE001 (any failure: keep the public constructor)
+        _DIRECT = False
     return public
 
 
 def _same_dataset(a: xr.Dataset, b: xr.Dataset) -> bool:
-    """Identical (values, dtypes, attributes, coordinates, indexes) and in the same order."""
+    """Identical (values, dtypes, attributes, coordinates, indexes), in the same order, and
+    each variable of the same type with its own attributes and no encoding."""
     return (a.identical(b) and list(a.variables) == list(b.variables)
             and list(a.sizes) == list(b.sizes) and set(a.coords) == set(b.coords)
-            and list(a.xindexes) == list(b.xindexes))
+            and list(a.xindexes) == list(b.xindexes)
+            and all(type(v) is type(b.variables[k]) and v.dtype == b.variables[k].dtype
+                    and v.dims == b.variables[k].dims and v.encoding == b.variables[k].encoding
+                    and v.attrs is not b.variables[k].attrs for k, v in a.variables.items()))
 
 
 def _add_ops(ds: xr.Dataset, table, order, sizes) -> xr.Dataset:
