@@ -8,6 +8,7 @@ switches every term off (pure roofline).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 from typing import Mapping
@@ -64,8 +65,10 @@ class Realism:
         """Every realism term off: the pure roofline (the constants are then unused)."""
         return dataclasses.replace(load_realism().without(*TERMS), source="ideal")
 
-    @property
+    @functools.cached_property
     def is_ideal(self) -> bool:
+        """Every term off (computed once: the instance is frozen; the engine asks ~20 times
+        per call)."""
         return not any(getattr(self, t) for t in TERMS)
 
     def without(self, *terms: str) -> "Realism":
