@@ -394,7 +394,7 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     from dataclasses import fields
 
     from . import tape as T
-    from .tape_exec import run
+    from .tape_exec import run_point
 
     key = (tuple(id(getattr(g, f.name)) if f.name in ("m", "hw", "rl") else getattr(g, f.name)
                  for f in fields(g)),
@@ -418,10 +418,14 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     program, dtypes, _ = entry
     if program is None:
         return _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
-    values = run(program, {k: np.array([raw[k]], dtype=float) for k in program.inputs}, 1,
-                 dtypes)
-    return {name: v if kind == "const" else values[name][0]
-            for name, (kind, v) in program.outputs.items()}
+    values = run_point(program, raw)
+    out = {}
+    for name, (kind, v) in program.outputs.items():
+        if kind == "reg":
+            v, dt = values[name], dtypes[name]
+            v = (v != 0.0) if dt.kind == "b" else (dt.type(v) if dt.kind in "iu" else v)
+        out[name] = v
+    return out
 
 
 #: Points from which a list of points is evaluated by one compiled pass (below, numpy's

@@ -321,6 +321,7 @@ class DeviceTables:
         self._frames: dict[str, object] = {}
         self._spans: dict[str, bool] = {}
         self._curves: dict[tuple, Curve | None] = {}
+        self._has: dict[str, bool] = {}
 
     def kernel_floor_s(self) -> float:
         """Fixed cost of one small kernel on this device: the fastest GEMM measured
@@ -338,7 +339,11 @@ class DeviceTables:
         return self._spans[family]
 
     def has(self, family: str) -> bool:
-        return (self.folder / _FILES[family][0]).is_file()
+        """Whether the device folder has the family's table (looked up once: a Path and a
+        stat per op cost more than the op's arithmetic on a point)."""
+        if family not in self._has:
+            self._has[family] = (self.folder / _FILES[family][0]).is_file()
+        return self._has[family]
 
     def rows(self, family: str):
         """The family's rows with ``log_ratio`` = ln(measured / roofline) added."""

@@ -461,17 +461,15 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
     register output (the constant outputs are the caller's), of its dtype in ``dtypes``
     (default float64; booleans are the nonzero values, integers truncated)."""
     X = tuple(np.ascontiguousarray(inputs[name], dtype=float) for name in program.inputs)
-    names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
+    names, uniq, where, first = _layout(program)
     if not names:
         return {}
-    regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
-    uniq, where = np.unique(regs, return_inverse=True)
-    kinds = [np.dtype((dtypes or {}).get(k, float)) for k in names]
-    # one array per distinct register, of the first output's dtype there (written in place
-    # when float, else through a float buffer); outputs sharing a register share an array
+    kinds = [np.dtype(dtypes.get(k, float)) if dtypes else _FLOAT for k in names]
+    # one array per distinct register, of the dtype of the first output there (written in
+    # place when float, else through a float buffer); outputs sharing a register share it
     # when their dtypes agree
-    final = [np.empty(n_points, dtype=kinds[list(where).index(u)]) for u in range(uniq.size)]
-    typed = [f.dtype != np.float64 for f in final]
+    final = [np.empty(n_points, dtype=kinds[i]) for i in first]
+    typed = [f.dtype != _FLOAT for f in final]
     step = CHUNK_POINTS if any(typed) else max(n_points, 1)
     buf = [np.empty(min(step, n_points)) if t else None for t in typed]
     for lo in range(0, n_points, step):
@@ -487,6 +485,43 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
         arr = final[w]
         out[k] = arr if arr.dtype == kind else (arr != 0.0 if kind.kind == "b" else arr.astype(kind))
     return out
+
+
+def run_point(program, inputs: dict[str, float]) -> dict[str, float]:
+    """``program`` at one point (``inputs``: a number per input): each register output as a
+    float, with as little around the replay as possible (a one-configuration call)."""
+    names, uniq, where, _ = _layout(program)
+    X = tuple(np.array([inputs[k]], dtype=float) for k in program.inputs) or (np.zeros(0),)
+    Y = np.empty((max(uniq.size, 1), 1))
+    if names:
+        _blocks(0, 1, program.code, program.immediates, program.table_data, program.const_regs,
+                program.const_values, X, program.input_regs, tuple(Y), uniq, program.n_regs,
+                BLOCK_POINTS)
+    vals = Y[:, 0].tolist()
+    return {k: vals[w] for k, w in zip(names, where)}
+
+
+_FLOAT = np.dtype(float)
+_LAYOUTS: dict[int, tuple] = {}
+
+
+def _layout(program):
+    """The register outputs' names, their distinct registers, each output's index among those,
+    and the first output of each register (computed once per program: a one-point call
+    must not redo it)."""
+    hit = _LAYOUTS.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
+    regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
+    uniq, where = np.unique(regs, return_inverse=True)
+    where = where.tolist()
+    first = [where.index(u) for u in range(uniq.size)]
+    layout = (names, uniq, where, first)
+    if len(_LAYOUTS) > 1024:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(program)] = (program, layout)
+    return layout
 
 
 def _call(program, X, Y, regs, n_points):
