@@ -64,6 +64,14 @@ def _address(typingctx, arr, offset):
     return sig, codegen
 
 
+@intrinsic
+def _pointer(typingctx, address):
+    """The float64 pointer at an integer address (an array's ``ctypes.data``)."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.DoubleType().as_pointer())
+    return types.CPointer(types.float64)(types.int64), codegen
+
+
 @njit(inline="always", **_JIT)
 def _reg(R, offset, n):
     """Register ``R[offset:offset + n]`` as an array without a reference count: slicing
@@ -412,9 +420,10 @@ def _block(code, imm, tab, R, P, cnt, n):
 
 @njit(**_JIT)
 def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs,
-            n_regs, P):
-    """Blocks t, t + nt, t + 2 nt, ... of the points, with this thread's registers."""
-    N = Y[0].size
+            n_regs, P, N):
+    """Blocks t, t + nt, t + 2 nt, ... of the ``N`` points, with this thread's registers.
+    ``X``, ``Y``: addresses of the input and output arrays (float64, contiguous, N long; held
+    by the caller): one compiled signature whatever their number."""
     nb = (N + P - 1) // P
     R = np.empty(n_regs * P)
     cnt = np.empty(P)
@@ -426,23 +435,24 @@ def _blocks(t, nt, code, imm, tab, const_regs, const_values, X, input_regs, Y, o
         n = min(P, N - lo)
         for j in range(input_regs.size):
             r = input_regs[j] * P
-            x = X[j]
+            x = carray(_pointer(X[j]), N)
             for i in range(n):
                 R[r + i] = x[lo + i]
         _block(code, imm, tab, R, P, cnt, n)
         for j in range(output_regs.size):
             r = output_regs[j] * P
-            y = Y[j]
+            y = carray(_pointer(Y[j]), N)
             for i in range(n):
                 y[lo + i] = R[r + i]
         blk += nt
 
 
 @njit(parallel=True, **_JIT)
-def _run(code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs, P, nt):
+def _run(code, imm, tab, const_regs, const_values, X, input_regs, Y, output_regs, n_regs, P, N,
+         nt):
     for t in prange(nt):
         _blocks(np.int64(t), nt, code, imm, tab, const_regs, const_values, X, input_regs, Y,
-                output_regs, n_regs, P)
+                output_regs, n_regs, P, N)
 
 
 #: numba's default threading layer (workqueue) takes one parallel call at a time
@@ -474,7 +484,7 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
     buf = [np.empty(min(step, n_points)) if t else None for t in typed]
     for lo in range(0, n_points, step):
         hi = min(lo + step, n_points)
-        Xc = tuple(x[lo:hi] for x in X) if X else (np.zeros(0),)
+        Xc = [x[lo:hi] for x in X]
         Yc = tuple(b[:hi - lo] if t else f[lo:hi] for f, b, t in zip(final, buf, typed))
         _call(program, Xc, Yc, uniq, hi - lo)
         for f, b, t in zip(final, buf, typed):
@@ -491,13 +501,15 @@ def run_point(program, inputs: dict[str, float]) -> dict[str, float]:
     """``program`` at one point (``inputs``: a number per input): each register output as a
     float, with as little around the replay as possible (a one-configuration call)."""
     names, uniq, where, _ = _layout(program)
-    X = tuple(np.array([inputs[k]], dtype=float) for k in program.inputs) or (np.zeros(0),)
-    Y = np.empty((max(uniq.size, 1), 1))
-    if names:
+    X = np.array([inputs[k] for k in program.inputs] or [0.0], dtype=float)
+    Y = np.empty(max(uniq.size, 1))
+    if names:       # one point: consecutive elements are the arrays of length 1
+        xa = X.ctypes.data + 8 * np.arange(X.size, dtype=np.int64)
+        ya = Y.ctypes.data + 8 * np.arange(Y.size, dtype=np.int64)
         _blocks(0, 1, program.code, program.immediates, program.table_data, program.const_regs,
-                program.const_values, X, program.input_regs, tuple(Y), uniq, program.n_regs,
-                BLOCK_POINTS)
-    vals = Y[:, 0].tolist()
+                program.const_values, xa, program.input_regs, ya, uniq, program.n_regs,
+                BLOCK_POINTS, 1)
+    vals = Y.tolist()
     return {k: vals[w] for k, w in zip(names, where)}
 
 
@@ -524,15 +536,23 @@ def _layout(program):
     return layout
 
 
+def _addresses(arrays) -> np.ndarray:
+    """Addresses of contiguous float64 arrays of one length (the caller keeps them alive)."""
+    for a in arrays:
+        assert a.dtype == np.float64 and a.flags.c_contiguous
+    return np.array([a.ctypes.data for a in arrays] or [0], dtype=np.int64)
+
+
 def _call(program, X, Y, regs, n_points):
     """The compiled pass over ``n_points`` points: in this thread for one block (no parallel
     launch), else on every core."""
+    xa, ya = _addresses(X), _addresses(Y)
     if n_points <= BLOCK_POINTS:
         _blocks(0, 1, program.code, program.immediates, program.table_data, program.const_regs,
-                program.const_values, X, program.input_regs, Y, regs, program.n_regs,
-                BLOCK_POINTS)
+                program.const_values, xa, program.input_regs, ya, regs, program.n_regs,
+                BLOCK_POINTS, n_points)
     elif n_points:
         with _LOCK:
             _run(program.code, program.immediates, program.table_data, program.const_regs,
-                 program.const_values, X, program.input_regs, Y, regs, program.n_regs,
-                 BLOCK_POINTS, min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
+                 program.const_values, xa, program.input_regs, ya, regs, program.n_regs,
+                 BLOCK_POINTS, n_points, min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
