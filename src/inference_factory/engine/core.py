@@ -560,7 +560,7 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
     for k, v in res.items():
         arr = np.asarray(v)
         if k.endswith("_binding_resource"):      # int8 codes -> their labels
-            arr = _RESOURCE_LABELS[arr]
+            arr = _labels(arr)
         attrs = _var_attrs(k)
         if arr.ndim == 0:
             data[k] = ((), arr, attrs)
@@ -587,6 +587,17 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
 _PandasIndex = xr.indexes.PandasIndex
 #: The labels of the binding-resource codes.
 _RESOURCE_LABELS = np.asarray(RESOURCES)
+#: The same labels, each as the int64 words of its UTF-32 text (one row per label).
+_LABEL_WORDS = _RESOURCE_LABELS.view(np.int64).reshape(len(RESOURCES), -1)
+
+
+def _labels(codes: np.ndarray) -> np.ndarray:
+    """``_RESOURCE_LABELS[codes]``, copied as rows of int64 words (a fixed-width string array
+    is gathered element by element; 10^6 labels: 15 -> 4 ms)."""
+    if codes.ndim == 0:
+        return _RESOURCE_LABELS[codes]
+    words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
+    return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
 _AXIS_ATTRS = {k: {"units": v[1]} for k, v in NUMERIC_AXES.items()}
 
