@@ -375,6 +375,7 @@ class Program:
     input_regs: np.ndarray
     outputs: dict[str, tuple[str, Any]]
     n_regs: int
+    layout: tuple = ()       # (names, distinct registers, index of each, first of each)
 
     @property
     def n_instructions(self) -> int:
@@ -530,10 +531,15 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
     code = _insert_skips(tape, code, code_node, reg, kept)
     out = {name: ("reg", reg[v.node]) if isinstance(v, Traced) else ("const", v)
            for name, v in outputs.items()}
+    names = [k for k, (kind, _) in out.items() if kind == "reg"]
+    uniq, where = np.unique(np.array([out[k][1] for k in names], dtype=np.int64),
+                            return_inverse=True)
+    where = where.tolist()
+    layout = (names, uniq, where, [where.index(u) for u in range(uniq.size)])
     return Program(code=np.array([c[:8] for c in code], dtype=np.int64).reshape(-1, 8),
                    immediates=np.array([c[8] for c in code], dtype=float),
                    table_data=(np.concatenate(tape.tables) if tape.tables else np.zeros(1)),
                    const_regs=np.array(list(const_reg.values()), dtype=np.int64),
                    const_values=np.array(list(const_reg.keys()), dtype=float),
                    inputs=tuple(inputs), input_regs=np.array(input_regs, dtype=np.int64),
-                   outputs=out, n_regs=max(n_regs, 1))
+                   outputs=out, n_regs=max(n_regs, 1), layout=layout)

@@ -471,7 +471,7 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
     register output (the constant outputs are the caller's), of its dtype in ``dtypes``
     (default float64; booleans are the nonzero values, integers truncated)."""
     X = tuple(np.ascontiguousarray(inputs[name], dtype=float) for name in program.inputs)
-    names, uniq, where, first = _layout(program)
+    names, uniq, where, first = program.layout
     if not names:
         return {}
     kinds = [np.dtype(dtypes.get(k, float)) if dtypes else _FLOAT for k in names]
@@ -500,7 +500,7 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
 def run_point(program, inputs: dict[str, float]) -> dict[str, float]:
     """``program`` at one point (``inputs``: a number per input): each register output as a
     float, with as little around the replay as possible (a one-configuration call)."""
-    names, uniq, where, _ = _layout(program)
+    names, uniq, where, _ = program.layout
     X = np.array([inputs[k] for k in program.inputs] or [0.0], dtype=float)
     Y = np.empty(max(uniq.size, 1))
     if names:       # one point: consecutive elements are the arrays of length 1
@@ -514,26 +514,6 @@ def run_point(program, inputs: dict[str, float]) -> dict[str, float]:
 
 
 _FLOAT = np.dtype(float)
-_LAYOUTS: dict[int, tuple] = {}
-
-
-def _layout(program):
-    """The register outputs' names, their distinct registers, each output's index among those,
-    and the first output of each register (computed once per program: a one-point call
-    must not redo it)."""
-    hit = _LAYOUTS.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
-    names = [k for k, (kind, _) in program.outputs.items() if kind == "reg"]
-    regs = np.array([program.outputs[k][1] for k in names], dtype=np.int64)
-    uniq, where = np.unique(regs, return_inverse=True)
-    where = where.tolist()
-    first = [where.index(u) for u in range(uniq.size)]
-    layout = (names, uniq, where, first)
-    if len(_LAYOUTS) > 1024:
-        _LAYOUTS.clear()
-    _LAYOUTS[id(program)] = (program, layout)
-    return layout
 
 
 def _addresses(arrays) -> np.ndarray:
