@@ -57,10 +57,13 @@ def _as_axis(name: str, value: Any) -> Any:
             raise SpecError(f"{name} must be a number or a non-empty 1-D list; got {value!r}")
         arr = xr.DataArray(vals, dims=name, coords={name: vals})
     vals = np.asarray(arr, dtype=float)
-    if not np.all(np.isfinite(vals)):
+    mn, mx = (vals.min(), vals.max()) if vals.size else (lo, lo)   # no temporaries; NaN propagates
+    inside = (np.isfinite(mn) and np.isfinite(mx) and mn >= lo
+              and (mx < hi if name in _UPPER_EXCLUSIVE else mx <= hi))
+    if not inside and not np.all(np.isfinite(vals)):
         raise _not_finite(name, vals[~np.isfinite(vals)].flat[0])
-    bad = vals[~((vals >= lo) & ((vals < hi) if name in _UPPER_EXCLUSIVE else (vals <= hi)))]
-    if bad.size:
+    if not inside:
+        bad = vals[~((vals >= lo) & ((vals < hi) if name in _UPPER_EXCLUSIVE else (vals <= hi)))]
         raise _out_of_range(name, bad[0])
     if integer and np.any(vals != np.round(vals)):
         raise _not_whole(name, vals[vals != np.round(vals)][0])
