@@ -237,7 +237,8 @@ def test_selected_variables_equal_the_full_evaluation(n, monkeypatch):
     full = inf.evaluate("DeepSeek-V3", "H200-SXM", **kw, **grid)
     programs = []
     real = T.compile_outputs
-    monkeypatch.setattr(T, "compile_outputs", lambda t, o: programs.append(real(t, o)) or programs[-1])
+    monkeypatch.setattr(T, "compile_outputs",
+                        lambda t, o: programs.append(real(t, o)) or programs[-1])
     keep = ["tpot_s", "ttft_s", "fits", "decode_binding_resource"]
     part = inf.evaluate("DeepSeek-V3", "H200-SXM", variables=keep, **kw, **grid)
     assert sorted(part.data_vars) == sorted(keep)
@@ -271,7 +272,6 @@ def _trace_whole_block(grid):
 def test_one_point_calls_replay_a_program_equal_to_numpy(name, monkeypatch):
     """A one-configuration call is traced once per structure and replayed: equal calls give
     equal bits, and the values are the numpy evaluation's (every variable, 1e-12)."""
-    from inference_factory.engine import block
     kw, draft = CASES[name]
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")

@@ -493,7 +493,9 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
     out = {}
     for k, w, kind in zip(names, where, kinds):
         arr = final[w]
-        out[k] = arr if arr.dtype == kind else (arr != 0.0 if kind.kind == "b" else arr.astype(kind))
+        if arr.dtype != kind:          # two outputs of one register with different dtypes
+            arr = arr != 0.0 if kind.kind == "b" else arr.astype(kind)
+        out[k] = arr
     return out
 
 
