@@ -62,8 +62,13 @@ class Realism:
 
     @classmethod
     def ideal(cls) -> "Realism":
-        """Every realism term off: the pure roofline (the constants are then unused)."""
-        return dataclasses.replace(load_realism().without(*TERMS), source="ideal")
+        """Every realism term off: the pure roofline (the constants are then unused). One
+        object per loaded realism file (see :meth:`without`)."""
+        base = load_realism()
+        key = ("ideal",)
+        if key not in base._variants:
+            base._variants[key] = dataclasses.replace(base.without(*TERMS), source="ideal")
+        return base._variants[key]
 
     @functools.cached_property
     def is_ideal(self) -> bool:
@@ -71,12 +76,21 @@ class Realism:
         per call)."""
         return not any(getattr(self, t) for t in TERMS)
 
+    @functools.cached_property
+    def _variants(self) -> dict:
+        """The variants made from this instance, so that each is one object: the engine keys
+        its compiled one-point programs on the realism object."""
+        return {}
+
     def without(self, *terms: str) -> "Realism":
-        """A copy with the named terms switched off."""
+        """A copy with the named terms switched off (the same object for the same terms)."""
         bad = [t for t in terms if t not in TERMS]
         if bad:
             raise SpecError(f"unknown realism term {bad[0]!r}; allowed: {list(TERMS)}")
-        return dataclasses.replace(self, **{t: False for t in terms})
+        key = tuple(sorted(set(terms)))
+        if key not in self._variants:
+            self._variants[key] = dataclasses.replace(self, **{t: False for t in terms})
+        return self._variants[key]
 
     # -- resolved rates (what the engine uses) -----------------------------------------------
     def large_gemm_frac(self, hw: HardwareSpec, precision: str) -> float:

@@ -13,7 +13,6 @@ and bytes the kernels take (documented in docs/MODEL.md); the rate equations are
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import os
@@ -101,24 +100,6 @@ def _not_whole(name: str, v) -> SpecError:
     return SpecError(f"{name} = {v:g} must be a whole number")
 
 
-@functools.lru_cache(maxsize=None)
-def _ideal_realism() -> Realism:
-    """Every realism term off; one object (see :func:`_roofline_realism`)."""
-    return Realism.ideal()
-
-
-_ROOFLINE_REALISM: dict[int, tuple] = {}
-
-
-def _roofline_realism(base: Realism) -> Realism:
-    """``base`` with the measured tables off, one object per base (so that the compiled
-    programs of one-point calls, keyed by it, are found again)."""
-    hit = _ROOFLINE_REALISM.get(id(base))
-    if hit is None or hit[0] is not base:
-        hit = _ROOFLINE_REALISM[id(base)] = (base, base.without("measured"))
-    return hit[1]
-
-
 _AXIS_NAMES = frozenset(NUMERIC_AXES) | frozenset(STRUCT_AXES)
 
 
@@ -188,8 +169,8 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         if realism not in ("measured", "roofline"):
             raise SpecError(f"realism = {realism!r} is not one of ['measured', 'roofline'] "
                             "(or a Realism object)")
-        realism = load_realism() if realism == "measured" else _roofline_realism(load_realism())
-    rl = _ideal_realism() if ideal else (realism if realism is not None else load_realism())
+        realism = load_realism() if realism == "measured" else load_realism().without("measured")
+    rl = Realism.ideal() if ideal else (realism if realism is not None else load_realism())
     axes = {k: _as_axis(k, kwargs.get(k, v[0])) for k, v in NUMERIC_AXES.items()}
     if acceptance_by_position is not None:
         acc = np.asarray(list(acceptance_by_position), dtype=float)
@@ -405,15 +386,12 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
            bool(raw["draft_depth"] > 0), None if variables is None else tuple(variables))
     entry = _POINT_PROGRAMS.get(key)
     if entry is None:
-        ref = _select(evaluate_block(g, raw, acceptance_by_position, draft), variables)
         try:
-            tape = T.Tape()
-            ax = {k: tape.input(k, np.array([v], dtype=float)) for k, v in raw.items()}
-            traced = _select(evaluate_block(g, ax, acceptance_by_position, draft), variables)
-            program = T.compile_outputs(tape, traced)
+            program, dtypes = _traced_program(
+                g, {k: np.array([v], dtype=float) for k, v in raw.items()}, raw,
+                acceptance_by_position, draft, variables)
         except T.NotTraceable:
-            program = None
-        dtypes = {k: np.asarray(v).dtype for k, v in ref.items()}
+            program, dtypes = None, None
         if len(_POINT_PROGRAMS) >= _POINT_PROGRAMS_CAP:
             _POINT_PROGRAMS.pop(next(iter(_POINT_PROGRAMS)))
         _POINT_PROGRAMS[key] = entry = (program, dtypes, (g, draft))
@@ -431,6 +409,21 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     return out
 
 
+def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
+                    acceptance_by_position, draft, variables):
+    """The block's program with the axes in ``data`` (their values at the points) traced and
+    the others fixed at ``point``, and the dtype of each output (the numpy block at
+    ``point``, one of the points). Raises :class:`.tape.NotTraceable`."""
+    from . import tape as T
+
+    tape = T.Tape()
+    ax = {k: tape.input(k, data[k]) if k in data else v for k, v in point.items()}
+    program = T.compile_outputs(
+        tape, _select(evaluate_block(g, ax, acceptance_by_position, draft), variables))
+    ref = _select(evaluate_block(g, point, acceptance_by_position, draft), variables)
+    return program, {k: np.asarray(v).dtype for k, v in ref.items()}
+
+
 #: Points from which a list of points is evaluated by one compiled pass (below, numpy's
 #: passes over a few thousand points cost less than recording the tape).
 FUSED_MIN_POINTS = 4096
@@ -442,24 +435,14 @@ def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_
     along dimension ``axis`` only), as one compiled pass: the block's numpy code is traced
     once on stand-ins for the per-point axes (:mod:`.tape`) and the recorded program runs
     over the points (:mod:`.tape_exec`). Same results as the numpy passes (to rounding)."""
-    from . import tape as T
     from .tape_exec import run
 
     shape = [1] * np.ndim(next(a for a in raw.values() if np.ndim(a)))
     shape[axis] = n
-    tape = T.Tape()
-    ax, data, first = {}, {}, {}
-    for name, a in raw.items():
-        if np.ndim(a) and a.size > 1:
-            data[name] = a.reshape(-1)
-            ax[name] = tape.input(name, data[name])
-            first[name] = a.reshape(-1)[:1]
-        else:
-            ax[name] = first[name] = a
-    traced = _select(evaluate_block(g, ax, acceptance_by_position, draft), variables)
-    program = T.compile_outputs(tape, traced)
-    kinds = evaluate_block(g, first, acceptance_by_position, draft)     # the output dtypes
-    values = run(program, data, n, {k: np.asarray(v).dtype for k, v in kinds.items()})
+    data = {k: a.reshape(-1) for k, a in raw.items() if np.ndim(a) and a.size > 1}
+    first = {k: a[:1] if k in data else a for k, a in {**raw, **data}.items()}
+    program, dtypes = _traced_program(g, data, first, acceptance_by_position, draft, variables)
+    values = run(program, data, n, dtypes)
     return {name: v if kind == "const" else values[name].reshape(shape)
             for name, (kind, v) in program.outputs.items()}
 

@@ -424,8 +424,12 @@ _IMMEDIATE = {("add", 1): "add_k", ("add", 0): "add_k", ("mul", 1): "mul_k",
 
 
 def _immediate(op: str, operands: tuple):
-    """The instruction with its one constant operand as an immediate, if it has one."""
+    """The instruction with its one constant operand as an immediate, if it has one; a < b
+    and a <= b between registers as b > a and b >= a (the same for NaN: both false), so the
+    interpreter has one loop for each pair."""
     consts = [j for j, (kind, _) in enumerate(operands) if kind == "k"]
+    if not consts and op in ("lt", "le"):
+        return {"lt": "gt", "le": "ge"}[op], operands[::-1], 0.0
     if len(consts) != 1 or (op, consts[0]) not in _IMMEDIATE:
         return op, operands, 0.0
     j = consts[0]

@@ -19,7 +19,7 @@ from .tape import OP
 
 ADD, SUB, MUL, DIV, MAX, MIN, POW = (OP[k] for k in ("add", "sub", "mul", "div", "max", "min",
                                                    "pow"))
-GT, GE, LT, LE, EQ, NE = (OP[k] for k in ("gt", "ge", "lt", "le", "eq", "ne"))
+GT, GE, EQ, NE = (OP[k] for k in ("gt", "ge", "eq", "ne"))   # lt, le compile to gt, ge
 AND, OR, NOT, NEG = OP["and"], OP["or"], OP["not"], OP["neg"]
 LOG, EXP, LOG1P, SQRT = OP["log"], OP["exp"], OP["log1p"], OP["sqrt"]
 CEIL, FLOOR, TRUNC, ABS = OP["ceil"], OP["floor"], OP["trunc"], OP["abs"]
@@ -374,12 +374,6 @@ def _block(code, imm, tab, R, P, cnt, n):
         elif op == OR:
             for i in range(n):
                 o[i] = 1.0 if (a[i] != 0.0 or b[i] != 0.0) else 0.0
-        elif op == LT:
-            for i in range(n):
-                o[i] = 1.0 if a[i] < b[i] else 0.0
-        elif op == LE:
-            for i in range(n):
-                o[i] = 1.0 if a[i] <= b[i] else 0.0
         elif op == EQ:
             for i in range(n):
                 o[i] = 1.0 if a[i] == b[i] else 0.0
