@@ -11,8 +11,16 @@ import inference_factory as inf
 from inference_factory.engine import core
 from inference_factory.engine import tape as T
 from inference_factory.engine import tape_exec as TE
+from inference_factory.engine import tape_llvm as TL
 
 N = 5_000          # above core.FUSED_MIN_POINTS: a list of points takes the fused pass
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_only(monkeypatch):
+    """These tests are about the interpreter: no compiled kernel (tests/test_tape_llvm.py),
+    even where one is in the cache."""
+    monkeypatch.setattr(TL, "ENABLED", False)
 
 
 def _points(seed, n=N, draft_max=0):

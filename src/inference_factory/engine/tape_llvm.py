@@ -1,0 +1,557 @@
+"""A :class:`.tape.Program` compiled to machine code of its own (LLVM, through llvmlite).
+
+:mod:`.tape_exec` interprets a program: every instruction is a loop over a block of points
+whose registers live in memory, so each instruction costs a load and a store per operand and
+point. For a long list of points the same program is worth compiling once: here each
+instruction becomes LLVM vector operations on :data:`LANES` points at a time, the program's
+registers become SSA values (LLVM keeps them in CPU registers or on the stack), and LLVM's
+optimiser merges, schedules and allocates across the whole program. The result is a function
+``kernel(inputs, outputs, lo, hi)`` over points ``lo .. hi`` (a multiple of :data:`LANES`
+apart), called from threads that release the GIL (ctypes).
+
+Every instruction keeps the interpreter's semantics (numpy's): ``maximum``/``minimum``
+propagate NaN, comparisons and ``where`` read 0.0/1.0 (a NaN condition is true), ``interp``
+holds its end values and counts its nodes, ``take`` truncates and clamps its index. exp, log
+and pow are the interpreter's polynomials (:func:`.tape_exec._exp1`, :func:`.tape_exec._log1`)
+written as vector code, with libm's scalar function for the lanes outside their range; so
+results agree with the interpreter's to an ulp or two (FMA placement), and with numpy's
+within the same few ulp (``tests/test_tape.py``). A guarded region (``skip``) becomes a branch
+taken when its mask is false on all lanes.
+
+Compiling a program takes about a second (DeepSeek-V3's, ~1,700 instructions); the machine
+code is kept per program (in memory) for as long as the program is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .tape import OP, OPS
+from . import tape_exec as X
+
+#: Points per vector operation (AVX-512 holds 8 float64; LLVM splits them on narrower CPUs).
+LANES = 8
+
+_NAME = {i: name for i, name in enumerate(OPS)}
+
+
+def _hex(v: float) -> str:
+    """A double as LLVM's exact hexadecimal literal."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+
+class _Emitter:
+    """Text of the LLVM function, value by value."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.n = 0
+        self.vt = f"<{LANES} x double>"
+        self.it = f"<{LANES} x i64>"
+        self.bt = f"<{LANES} x i1>"
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%v{self.n}"
+
+    def __call__(self, text: str) -> str:
+        t = self.tmp()
+        self.lines.append(f"  {t} = {text}")
+        return t
+
+    def raw(self, text: str):
+        self.lines.append(text)
+
+    def start(self, label: str):
+        """Begin basic block ``label``."""
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def splat(self, v: float, ty: str = "double") -> str:
+        lit = _hex(v) if ty == "double" else str(int(v))
+        return "<" + ", ".join(f"{ty} {lit}" for _ in range(LANES)) + ">"
+
+    def isplat(self, v: int) -> str:
+        return self.splat(v, "i64")
+
+    # ---- vector helpers ------------------------------------------------------------------
+    def fbin(self, op: str, a: str, b: str) -> str:
+        return self(f"{op} {self.vt} {a}, {b}")
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        return self(f"call {self.vt} @llvm.fma.v{LANES}f64({self.vt} {a}, {self.vt} {b}, "
+                    f"{self.vt} {c})")
+
+    def cmp(self, pred: str, a: str, b: str) -> str:
+        return self(f"fcmp {pred} {self.vt} {a}, {b}")
+
+    def sel(self, c: str, a: str, b: str) -> str:
+        return self(f"select {self.bt} {c}, {self.vt} {a}, {self.vt} {b}")
+
+    def flag(self, c: str) -> str:
+        """A boolean vector as 0.0 / 1.0."""
+        return self.sel(c, self.splat(1.0), self.splat(0.0))
+
+    def bor(self, a: str, b: str) -> str:
+        return self(f"or {self.bt} {a}, {b}")
+
+    def band(self, a: str, b: str) -> str:
+        return self(f"and {self.bt} {a}, {b}")
+
+    def bnot(self, a: str) -> str:
+        ones = "<" + ", ".join("i1 true" for _ in range(LANES)) + ">"
+        return self(f"xor {self.bt} {a}, {ones}")
+
+    def any(self, c: str) -> str:
+        bits = self(f"bitcast {self.bt} {c} to i{LANES}")
+        return self(f"icmp ne i{LANES} {bits}, 0")
+
+    def intrinsic(self, name: str, *args: str) -> str:
+        return self(f"call {self.vt} @llvm.{name}.v{LANES}f64(" +
+                    ", ".join(f"{self.vt} {a}" for a in args) + ")")
+
+
+_DECLARE = f"""
+declare <{LANES} x double> @llvm.fma.v{LANES}f64(<{LANES} x double>, <{LANES} x double>, <{LANES} x double>)
+declare <{LANES} x double> @llvm.sqrt.v{LANES}f64(<{LANES} x double>)
+declare <{LANES} x double> @llvm.fabs.v{LANES}f64(<{LANES} x double>)
+declare <{LANES} x double> @llvm.floor.v{LANES}f64(<{LANES} x double>)
+declare <{LANES} x double> @llvm.ceil.v{LANES}f64(<{LANES} x double>)
+declare <{LANES} x double> @llvm.trunc.v{LANES}f64(<{LANES} x double>)
+declare <{LANES} x i64> @llvm.smax.v{LANES}i64(<{LANES} x i64>, <{LANES} x i64>)
+declare <{LANES} x i64> @llvm.smin.v{LANES}i64(<{LANES} x i64>, <{LANES} x i64>)
+declare double @exp(double)
+declare double @log(double)
+declare double @log1p(double)
+declare double @pow(double, double)
+"""
+
+
+class _Codegen:
+    """One program's function body (the loop over vectors of points)."""
+
+    def __init__(self, program):
+        self.p = program
+        self.e = _Emitter()
+        self.labels = 0
+
+    def label(self) -> str:
+        self.labels += 1
+        return f"L{self.labels}"
+
+    # ---- the interpreter's exp, log, pow on vectors ---------------------------------------
+    def _exp_poly(self, x):
+        e = self.e
+        xc = e.sel(e.cmp("ogt", x, e.splat(X._EXP_HI)), e.splat(X._EXP_HI), x)
+        xc = e.sel(e.cmp("olt", xc, e.splat(X._EXP_LO)), e.splat(X._EXP_LO), xc)
+        t = e.fma(xc, e.splat(X._LOG2E), e.splat(X._SHIFT))
+        k = e.fbin("fsub", t, e.splat(X._SHIFT))
+        nk = e.fbin("fsub", e.splat(-0.0), k)
+        r = e.fma(nk, e.splat(X._LN2_HI), xc)
+        r = e.fma(nk, e.splat(X._LN2_LO), r)
+        coeffs = (1.6059043836821613e-10, 2.08767569878681e-09, 2.505210838544172e-08,
+                  2.755731922398589e-07, 2.7557319223985893e-06, 2.48015873015873e-05,
+                  0.0001984126984126984, 0.001388888888888889, 0.008333333333333333,
+                  0.041666666666666664, 0.16666666666666666, 0.5, 1.0, 1.0)
+        p = e.splat(coeffs[0])
+        for c in coeffs[1:]:
+            p = e.fma(p, r, e.splat(c))
+        tb = e(f"bitcast {e.vt} {t} to {e.it}")
+        sb = e(f"sub {e.it} {tb}, {e.isplat(X._SHIFT_BITS - 1023)}")
+        sb = e(f"shl {e.it} {sb}, {e.isplat(52)}")
+        scale = e(f"bitcast {e.it} {sb} to {e.vt}")
+        return e.fbin("fmul", p, scale)
+
+    def _log_poly(self, x):
+        e = self.e
+        b = e(f"bitcast {e.vt} {x} to {e.it}")
+        mb = e(f"and {e.it} {b}, {e.isplat(0x000FFFFFFFFFFFFF)}")
+        mb = e(f"or {e.it} {mb}, {e.isplat(0x3FF0000000000000)}")
+        m = e(f"bitcast {e.it} {mb} to {e.vt}")
+        eb = e(f"lshr {e.it} {b}, {e.isplat(52)}")
+        eb = e(f"and {e.it} {eb}, {e.isplat(0x7FF)}")
+        eb = e(f"or {e.it} {eb}, {e.isplat(0x4330000000000000)}")
+        ex = e.fbin("fsub", e(f"bitcast {e.it} {eb} to {e.vt}"), e.splat(4503599627371519.0))
+        big = e.cmp("ogt", m, e.splat(X._SQRT2))
+        m = e.sel(big, e.fbin("fmul", m, e.splat(0.5)), m)
+        ex = e.sel(big, e.fbin("fadd", ex, e.splat(1.0)), ex)
+        s = e.fbin("fdiv", e.fbin("fsub", m, e.splat(1.0)), e.fbin("fadd", m, e.splat(1.0)))
+        z = e.fbin("fmul", s, s)
+        coeffs = (0.047619047619047616, 0.05263157894736842, 0.058823529411764705,
+                  0.06666666666666667, 0.07692307692307693, 0.09090909090909091,
+                  0.1111111111111111, 0.14285714285714285, 0.2, 0.3333333333333333, 1.0)
+        p = e.splat(coeffs[0])
+        for c in coeffs[1:]:
+            p = e.fma(p, z, e.splat(c))
+        lo = e.fma(e.fbin("fmul", e.splat(2.0), s), p, e.fbin("fmul", ex, e.splat(X._LN2_LO)))
+        return e.fma(ex, e.splat(X._LN2_HI), lo)
+
+    def _fixup(self, value, bad, fn, *args):
+        """``value`` with libm's ``fn`` at the lanes where ``bad``: a branch taken only when
+        some lane is bad."""
+        e = self.e
+        slow, done = self.label(), self.label()
+        e.raw(f"  br i1 {e.any(bad)}, label %{slow}, label %{done}")
+        fast = e.block
+        e.start(slow)
+        out = value
+        for lane in range(LANES):
+            xs = [e(f"extractelement {e.vt} {a}, i32 {lane}") for a in args]
+            r = e(f"call double @{fn}(" + ", ".join(f"double {v}" for v in xs) + ")")
+            old = e(f"extractelement {e.vt} {out}, i32 {lane}")
+            bl = e(f"extractelement {e.bt} {bad}, i32 {lane}")
+            out = e(f"insertelement {e.vt} {out}, double "
+                    f"{e(f'select i1 {bl}, double {r}, double {old}')}, i32 {lane}")
+        e.raw(f"  br label %{done}")
+        e.start(done)
+        return e(f"phi {e.vt} [ {value}, %{fast} ], [ {out}, %{slow} ]")
+
+    def exp(self, x):
+        e = self.e
+        ok = e.bor(e.band(e.cmp("ogt", x, e.splat(X._EXP_LO)), e.cmp("olt", x, e.splat(X._EXP_HI))),
+                   e.cmp("olt", x, e.splat(X._EXP_ZERO)))
+        y = e.sel(e.cmp("olt", x, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_poly(x))
+        return self._fixup(y, e.bnot(ok), "exp", x)
+
+    def log(self, x):
+        e = self.e
+        ok = e.band(e.cmp("oge", x, e.splat(X._TINY)), e.cmp("olt", x, e.splat(np.inf)))
+        return self._fixup(self._log_poly(x), e.bnot(ok), "log", x)
+
+    def pow(self, x, y):
+        e = self.e
+        z = e.fbin("fmul", y, self._log_poly(x))
+        zok = e.bor(e.band(e.cmp("ogt", z, e.splat(X._EXP_LO)), e.cmp("olt", z, e.splat(X._EXP_HI))),
+                    e.cmp("olt", z, e.splat(X._EXP_ZERO)))
+        ok = e.band(e.band(e.cmp("oge", x, e.splat(X._TINY)), e.cmp("olt", x, e.splat(np.inf))), zok)
+        w = e.sel(e.cmp("olt", z, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_poly(z))
+        return self._fixup(w, e.bnot(ok), "pow", x, y)
+
+    # ---- tables ---------------------------------------------------------------------------
+    def gather(self, index):
+        """tab[index] for a vector of int64 indexes (in range), lane by lane: vector gathers
+        are slower than scalar loads on current Intel cores (microcode mitigation)."""
+        e = self.e
+        out = "poison"
+        for lane in range(LANES):
+            i = e(f"extractelement {e.it} {index}, i32 {lane}")
+            v = e(f"load double, ptr {e(f'getelementptr double, ptr @tab, i64 {i}')}")
+            out = e(f"insertelement {e.vt} {out}, double {v}, i32 {lane}")
+        return out
+
+    def count_le(self, x, t0, tlen):
+        """Number of nodes tab[t0:t0+tlen] <= x (NaN: tlen), as float64."""
+        e = self.e
+        tab = self.p.table_data
+        cnt = e.splat(0.0)
+        for k in range(tlen):
+            cnt = e.fbin("fadd", cnt, e.flag(e.cmp("oge", x, e.splat(tab[t0 + k]))))
+        return e.sel(e.cmp("uno", x, x), e.splat(float(tlen)), cnt)
+
+    def interp(self, x, t0, t1, tlen):
+        e = self.e
+        tab = self.p.table_data
+        last = tlen - 1
+        if last == 0:
+            return e.sel(e.cmp("uno", x, x), x, e.splat(tab[t1]))
+        cnt = self.count_le(x, t0, tlen)
+        j = e(f"fptosi {e.vt} {cnt} to {e.it}")
+        j = e(f"sub {e.it} {j}, {e.isplat(1)}")
+        j = e(f"call {e.it} @llvm.smax.v{LANES}i64({e.it} {j}, {e.it} {e.isplat(0)})")
+        j = e(f"call {e.it} @llvm.smin.v{LANES}i64({e.it} {j}, {e.it} {e.isplat(last - 1)})")
+        i0 = e(f"add {e.it} {j}, {e.isplat(t0)}")
+        i1 = e(f"add {e.it} {j}, {e.isplat(t1)}")
+        x0 = self.gather(i0)
+        x1 = self.gather(e(f"add {e.it} {i0}, {e.isplat(1)}"))
+        y0 = self.gather(i1)
+        y1 = self.gather(e(f"add {e.it} {i1}, {e.isplat(1)}"))
+        slope = e.fbin("fdiv", e.fbin("fsub", y1, y0), e.fbin("fsub", x1, x0))
+        y = e.fbin("fadd", e.fbin("fmul", slope, e.fbin("fsub", x, x0)), y0)
+        y = e.sel(e.cmp("ole", x, e.splat(tab[t0])), e.splat(tab[t1]), y)
+        y = e.sel(e.cmp("oge", x, e.splat(tab[t0 + last])), e.splat(tab[t1 + last]), y)
+        return e.sel(e.cmp("uno", x, x), x, y)
+
+    def take(self, x, t0, tlen):
+        e = self.e
+        # int(x) clamped to [0, tlen - 1], NaN to 0: clamped first as floats (in range, the
+        # conversion is one vector instruction)
+        xc = e.sel(e.cmp("ogt", x, e.splat(0.0)), x, e.splat(0.0))
+        xc = e.sel(e.cmp("olt", xc, e.splat(tlen - 1.0)), xc, e.splat(tlen - 1.0))
+        k = e(f"fptosi {e.vt} {xc} to {e.it}")
+        return self.gather(e(f"add {e.it} {k}, {e.isplat(t0)}"))
+
+    # ---- one instruction ------------------------------------------------------------------
+    def instruction(self, op, a, b, c, k, t0, t1, tlen):
+        e = self.e
+        K = e.splat(k)
+        zero = e.splat(0.0)
+        name = _NAME[op]
+        simple = {"add": ("fadd", a, b), "sub": ("fsub", a, b), "mul": ("fmul", a, b),
+                  "div": ("fdiv", a, b), "add_k": ("fadd", a, K), "mul_k": ("fmul", a, K),
+                  "sub_k": ("fsub", a, K), "ksub": ("fsub", K, a), "div_k": ("fdiv", a, K),
+                  "kdiv": ("fdiv", K, a)}
+        if name in simple:
+            return e.fbin(*simple[name])
+        if name == "muladd":
+            return e.fbin("fadd", e.fbin("fmul", a, b), c)
+        if name == "muladd_k":
+            return e.fbin("fadd", e.fbin("fmul", a, K), b)
+        if name in ("max", "max_k", "min", "min_k"):
+            y = b if name in ("max", "min") else K
+            keep = e.bor(e.cmp("ogt" if name.startswith("max") else "olt", a, y), e.cmp("uno", a, a))
+            return e.sel(keep, a, y)
+        cmps = {"gt": ("ogt", a, b), "ge": ("oge", a, b), "lt": ("olt", a, b),
+                "le": ("ole", a, b), "eq": ("oeq", a, b), "ne": ("une", a, b),
+                "gt_k": ("ogt", a, K), "ge_k": ("oge", a, K), "lt_k": ("olt", a, K),
+                "le_k": ("ole", a, K), "not": ("oeq", a, zero)}
+        if name in cmps:
+            return e.flag(e.cmp(*cmps[name]))
+        if name == "and":
+            return e.flag(e.band(e.cmp("une", a, zero), e.cmp("une", b, zero)))
+        if name == "or":
+            return e.flag(e.bor(e.cmp("une", a, zero), e.cmp("une", b, zero)))
+        if name == "where":
+            return e.sel(e.cmp("une", a, zero), b, c)
+        if name == "where_kb":
+            return e.sel(e.cmp("une", a, zero), K, b)
+        if name == "where_kc":
+            return e.sel(e.cmp("une", a, zero), b, K)
+        if name == "neg":
+            return e(f"fneg {e.vt} {a}")
+        if name in ("sqrt", "floor", "ceil", "trunc"):
+            return e.intrinsic(name, a)
+        if name == "abs":
+            return e.intrinsic("fabs", a)
+        if name == "exp":
+            return self.exp(a)
+        if name == "log":
+            return self.log(a)
+        if name == "pow":
+            return self.pow(a, b)
+        if name == "log1p":
+            return self._fixup(a, e.cmp("true", a, a), "log1p", a)
+        if name == "interp":
+            return self.interp(a, t0, t1, tlen)
+        if name == "search_right":
+            return self.count_le(a, t0, tlen)
+        if name == "take":
+            return self.take(a, t0, tlen)
+        raise NotImplementedError(name)
+
+    def module(self) -> str:
+        p, e = self.p, self.e
+        vt = e.vt
+        code, imm = p.code, p.immediates
+        names, uniq, _, _ = p.layout
+        e.raw("define void @kernel(ptr noalias %xs, ptr noalias %ys, i64 %lo, i64 %hi) #0 {")
+        e.raw("entry:")
+        slots = [e(f"alloca {vt}, align 64") for _ in range(p.n_regs)]
+        for r, v in zip(p.const_regs.tolist(), p.const_values.tolist()):
+            e.raw(f"  store {vt} {e.splat(v)}, ptr {slots[r]}")
+        ins = []
+        for j in range(len(p.inputs)):
+            a = e(f"getelementptr i64, ptr %xs, i64 {j}")
+            ins.append(e(f"inttoptr i64 {e(f'load i64, ptr {a}')} to ptr"))
+        outs = []
+        for j in range(len(uniq)):
+            a = e(f"getelementptr i64, ptr %ys, i64 {j}")
+            outs.append(e(f"inttoptr i64 {e(f'load i64, ptr {a}')} to ptr"))
+        e.raw("  br label %loop")
+        e.start("loop")
+        e.raw("  %i = phi i64 [ %lo, %entry ], [ %inext, %latch ]")
+        for ptr, r in zip(ins, p.input_regs.tolist()):
+            g = e(f"getelementptr double, ptr {ptr}, i64 %i")
+            e.raw(f"  store {vt} {e(f'load {vt}, ptr {g}, align 8')}, ptr {slots[r]}")
+        targets: dict[int, str] = {}
+        n = code.shape[0]
+        for j in range(n):
+            if j in targets:
+                e.raw(f"  br label %{targets[j]}")
+                e.start(targets[j])
+            op, o, ra, rb, rc, t0, t1, tlen = (int(v) for v in code[j])
+            a, b, c = (e(f"load {vt}, ptr {slots[r]}") for r in (ra, rb, rc))
+            if op == OP["skip"]:
+                body, end = self.label(), targets.get(j + 1 + t0) or self.label()
+                targets[j + 1 + t0] = end
+                live = e.any(e.cmp("une", a, e.splat(0.0)))
+                e.raw(f"  br i1 {live}, label %{body}, label %{end}")
+                e.start(body)
+                continue
+            v = self.instruction(op, a, b, c, float(imm[j]), t0, t1, tlen)
+            e.raw(f"  store {vt} {v}, ptr {slots[o]}")
+        if n in targets:
+            e.raw(f"  br label %{targets[n]}")
+            e.start(targets[n])
+        e.raw("  br label %latch")
+        e.start("latch")
+        for ptr, r in zip(outs, uniq.tolist()):
+            g = e(f"getelementptr double, ptr {ptr}, i64 %i")
+            e.raw(f"  store {vt} {e(f'load {vt}, ptr {slots[r]}')}, ptr {g}, align 8")
+        e.raw(f"  %inext = add i64 %i, {LANES}")
+        e.raw("  %more = icmp slt i64 %inext, %hi")
+        e.raw("  br i1 %more, label %loop, label %exit")
+        e.raw("exit:")
+        e.raw("  ret void")
+        e.raw("}")
+        tab = p.table_data
+        table = (f"@tab = private unnamed_addr constant [{tab.size} x double] ["
+                 + ", ".join(f"double {_hex(v)}" for v in tab.tolist()) + "], align 64")
+        attrs = 'attributes #0 = { nounwind "prefer-vector-width"="512" "min-legal-vector-width"="512" }'
+        return "\n".join([table, _DECLARE, *e.lines, attrs]) + "\n"
+
+
+# ---- compile, cache, run ----------------------------------------------------------------------
+
+#: Whether point lists use compiled kernels at all (else the interpreter runs every one).
+ENABLED = True
+
+#: A new kernel is compiled for a call of at least this many points (compiling costs about as
+#: much as interpreting 1-4 such calls); a kernel already compiled (in this process or cached
+#: on disk) is used for any point list the fused pass takes.
+COMPILE_MIN_POINTS = 1 << 19
+
+_LOCK = threading.Lock()
+_STATE: dict = {}
+_KERNELS: dict[str, "Kernel | None"] = {}     # digest of the IR -> kernel (None: failed)
+_MAX_KERNELS = 64
+
+
+def _target():
+    """llvmlite, and a target machine for this CPU (its name and features)."""
+    with _LOCK:
+        if not _STATE:
+            import llvmlite
+            import llvmlite.binding as ll
+            ll.initialize_native_target()
+            ll.initialize_native_asmprinter()
+            cpu, features = ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()
+            _STATE.update(ll=ll, tag=f"{llvmlite.__version__}|{cpu}|{features}",
+                          tm=_machine(ll, cpu, features), cpu=cpu, features=features)
+    return _STATE["ll"], _STATE["tm"], _STATE["tag"]
+
+
+def _machine(ll, cpu, features):
+    """A target machine for this CPU (an execution engine takes ownership of its own)."""
+    return ll.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept: ``$INFERENCE_FACTORY_CACHE_DIR``, else the user's
+    cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``) under ``inference-factory/kernels``."""
+    root = os.environ.get("INFERENCE_FACTORY_CACHE_DIR")
+    if root:
+        return Path(root) / "kernels"
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+    return Path(base) / "inference-factory" / "kernels"
+
+
+class Kernel:
+    """A program's machine code, ``kernel(xs, ys, lo, hi)``: points ``lo .. hi`` (``hi - lo``
+    a multiple of :data:`LANES`) of the inputs at the addresses ``xs`` into the outputs at
+    ``ys`` (``program.layout``'s registers)."""
+
+    def __init__(self, obj: bytes):
+        ll = _target()[0]
+        # the engine owns (and frees) its target machine: a new one each
+        tm = _machine(ll, _STATE["cpu"], _STATE["features"])
+        self.engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
+        self.engine.add_object_file(ll.ObjectFileRef.from_data(obj))
+        self.engine.finalize_object()
+        addr = self.engine.get_function_address("kernel")
+        if not addr:
+            raise RuntimeError("compiled kernel has no entry point")
+        self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                   ctypes.c_int64)(addr)
+
+    def __call__(self, xa: np.ndarray, ya: np.ndarray, lo: int, hi: int):
+        if hi > lo:                  # ctypes releases the GIL for the call
+            self.fn(xa.ctypes.data, ya.ctypes.data, lo, hi)
+
+
+def compile_ir(text: str, speed_level: int = 2) -> bytes:
+    """Object code of the LLVM module ``text``, optimised for this CPU."""
+    ll, tm, _ = _target()
+    mod = ll.parse_assembly(text)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(speed_level=speed_level))
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_object(mod)
+
+
+def kernel_for(program, n_points: int) -> Kernel | None:
+    """The compiled kernel of ``program``: from this process, else from the disk cache, else
+    compiled now if ``n_points`` >= :data:`COMPILE_MIN_POINTS`; None otherwise (and where
+    LLVM fails: the interpreter runs instead)."""
+    try:
+        tag = _target()[2]
+    except Exception:               # no usable LLVM target: interpret
+        return None
+    key = _key(program, tag)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    path = cache_dir() / f"{key}.o"
+    obj = None
+    if path.is_file():
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        # the file starts with the digest of the object code: a truncated or corrupted file
+        # is compiled again (LLVM would abort the process on a broken object)
+        if data[:32] == hashlib.sha256(data[32:]).digest():
+            obj = data[32:]
+    if obj is None:
+        if n_points < COMPILE_MIN_POINTS:
+            return None
+        try:
+            obj = compile_ir(_Codegen(program).module())
+        except Exception:
+            _KERNELS[key] = None
+            return None
+        _store(path, obj)
+    try:
+        kernel = Kernel(obj)
+    except Exception:
+        import traceback; traceback.print_exc()
+        kernel = None
+    if len(_KERNELS) >= _MAX_KERNELS:
+        _KERNELS.pop(next(iter(_KERNELS)))
+    _KERNELS[key] = kernel
+    return kernel
+
+
+def _key(program, tag: str) -> str:
+    """Digest of everything the generated code depends on: the program's arrays, this
+    module's source (the code generator) and the LLVM version and CPU."""
+    if "source" not in _STATE:
+        _STATE["source"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    h = hashlib.sha256(f"{_STATE['source']}|{tag}|{program.n_regs}".encode())
+    for a in (program.code, program.immediates, program.table_data, program.const_regs,
+              program.const_values, program.input_regs, program.layout[1]):
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _store(path: Path, obj: bytes):
+    """Write ``obj`` to ``path`` after its SHA-256 digest, atomically (a temporary file
+    renamed); nothing if the cache folder cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+            f.write(hashlib.sha256(obj).digest() + obj)
+        os.replace(f.name, path)
+    except OSError:
+        pass

@@ -1,0 +1,182 @@
+"""Programs compiled to machine code (engine.tape_llvm) against the numpy evaluation and the
+interpreter: every output variable to 1e-9 relative on the configurations of
+tests/test_tape.py, each instruction with the interpreter's (numpy's) semantics at edge
+values, guarded regions, and the on-disk cache (reused, and recompiled when damaged)."""
+
+import numpy as np
+import pytest
+
+import inference_factory as inf
+from inference_factory.engine import core
+from inference_factory.engine import tape as T
+from inference_factory.engine import tape_exec as TE
+from inference_factory.engine import tape_llvm as TL
+
+from test_tape import CASES, N, _assert_same, _edge_values, _points
+
+
+@pytest.fixture
+def compile_all(monkeypatch, tmp_path):
+    """Compile a kernel for any point list, into a fresh cache folder; record the kernels
+    that run."""
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(TL, "COMPILE_MIN_POINTS", 0)
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    used = []
+    real = TE._parallel
+    monkeypatch.setattr(TE, "_parallel", lambda k, *a: used.append(k) or real(k, *a))
+    return used
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_compiled_kernel_equals_numpy_evaluation(name, compile_all, monkeypatch):
+    """N + 5 points: the kernel takes whole vectors of points, the interpreter the last 5."""
+    kw, draft = CASES[name]
+    kw = dict(kw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+    grid = _points(hash(name) % 2**32, n=N + 5, draft_max=draft)
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+    ref = inf.evaluate(model, hw, **kw, **grid)
+    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
+    got = inf.evaluate(model, hw, **kw, **grid)
+    assert compile_all, "no compiled kernel ran"
+    _assert_same(got, ref)
+
+
+def _program(build, *names):
+    tape = T.Tape()
+    xs = [tape.input(k) for k in names]
+    return T.compile_outputs(tape, {"y": build(*xs)})
+
+
+def _both(prog, **inputs):
+    """(kernel, interpreter) outputs of ``prog`` at the given points (a multiple of 8)."""
+    n = next(iter(inputs.values())).size
+    kernel = TL.kernel_for(prog, n)
+    assert kernel is not None
+    X = [np.ascontiguousarray(inputs[k], dtype=float) for k in prog.inputs]
+    names, uniq, _, _ = prog.layout
+    Y = np.empty(n)
+    kernel(TE._addresses(X), TE._addresses([Y]), 0, n)
+    monkey = TL.ENABLED
+    try:
+        TL.ENABLED = False
+        ref = TE.run(prog, dict(zip(prog.inputs, X)), n)["y"]
+    finally:
+        TL.ENABLED = monkey
+    return Y, ref
+
+
+def _pad(x):
+    return np.concatenate([x, np.full(-x.size % TL.LANES, 1.0)])
+
+
+def test_compiled_exp_log_pow_match_numpy(compile_all):
+    rng = np.random.default_rng(0)
+    x = _pad(np.concatenate([rng.uniform(-745, 709, 40_000), rng.uniform(-1, 1, 10_000),
+                             _edge_values()]))
+    got, interp = _both(_program(np.exp, "x"), x=x)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x)
+    normal = np.isfinite(ref) & (ref > 2.2250738585072014e-308)
+    np.testing.assert_allclose(got[normal], ref[normal], rtol=4 * 2.2e-16, atol=0)
+    np.testing.assert_allclose(got[~normal], ref[~normal], rtol=0, atol=1e-323)
+    np.testing.assert_allclose(got, interp, rtol=4 * 2.2e-16, atol=1e-323)
+    y = _pad(np.concatenate([np.exp(rng.uniform(-700, 700, 40_000)),
+                             rng.uniform(0.5, 2.0, 10_000), _edge_values()]))
+    got, interp = _both(_program(np.log, "x"), x=y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.log(y)
+    ok = np.isfinite(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=4 * 2.2e-16, atol=2.3e-16)
+    np.testing.assert_array_equal(got[~ok], ref[~ok])
+    a = _pad(np.concatenate([rng.uniform(0, 1, 20_000), np.exp(rng.uniform(-50, 50, 20_000)),
+                             [0.0, -2.0, -2.0, 2.0, np.inf, np.nan, 1.0, 5e-324]]))
+    b = _pad(np.concatenate([rng.uniform(0, 5, 20_000), rng.uniform(-10, 10, 20_000),
+                             [3.0, 3.0, 0.5, 2000.0, 2.0, 1.0, np.nan, 0.5]]))
+    got, interp = _both(_program(np.power, "a", "b"), a=a, b=b)
+    with np.errstate(all="ignore"):
+        ref = a ** b
+    np.testing.assert_allclose(got, ref, rtol=2e-13, atol=0)
+
+
+def test_compiled_tables_and_elementwise_ops_equal_the_interpreter(compile_all):
+    """interp, searchsorted, take (truncated, clamped index) and the elementwise ops with
+    NaN, infinities and signed zeros: bit for bit the interpreter's values."""
+    rng = np.random.default_rng(1)
+    xp = np.sort(rng.uniform(-5, 10, 23))
+    fp = rng.uniform(-3, 3, 23)
+    vals = rng.uniform(-1, 1, 17)
+    edge = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -1.0, 16.99, 17.0, 1e300])
+    x = _pad(np.concatenate([rng.uniform(-8, 20, 20_000), xp, edge]))
+    y = _pad(np.concatenate([rng.uniform(-8, 20, 20_000), xp[::-1], edge[::-1]]))
+
+    def build(x, y):
+        terms = [np.interp(x, xp, fp), np.searchsorted(xp, y, side="right"),
+                 T.take(vals, x), np.maximum(x, y), np.minimum(x, 2.0), np.maximum(3.0, y),
+                 np.where(x > y, x, y * 2.0), np.where(x, 1.5, y), np.where(y >= 1.0, x, -4.0),
+                 (x < y) + (x <= 1.0) * 2.0 + (x == y) * 4.0 + (x != y) * 8.0,
+                 np.logical_and(x, y) + np.logical_or(x, y) * 2.0 + np.logical_not(x) * 4.0,
+                 -x, np.abs(y), np.floor(x), np.ceil(y), np.trunc(x), np.sqrt(np.abs(x)),
+                 x / y, 2.0 / y, y - 1.0, 1.0 - y, x * y + 1.0, x * 3.0 + y]
+        out = terms[0]
+        for k, t in enumerate(terms[1:]):
+            out = out + t * (k + 2.0)
+        return out
+    with np.errstate(all="ignore"):
+        got, ref = _both(_program(build, "x", "y"), x=x, y=y)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_guarded_regions_branch_per_vector(compile_all):
+    tape = T.Tape()
+    x = tape.input("x")
+    mask = x > 2.0
+    with T.guarded(mask):
+        g = np.log(x * 3.0) + 1.0
+    prog = T.compile_outputs(tape, {"y": np.where(mask, g, 0.0) + x})
+    xs = np.array([0.5, 1.0, 0.25, 0.125] * 300 + [3.0, 7.0, 0.5, 1.0] * 2 + [0.5] * 8)
+    got, ref = _both(prog, x=xs)
+    np.testing.assert_allclose(got, np.where(xs > 2, np.log(xs * 3.0) + 1.0, 0.0) + xs,
+                               rtol=1e-15)
+    np.testing.assert_allclose(got, ref, rtol=1e-15)
+
+
+def test_kernels_are_cached_on_disk_and_damaged_files_recompiled(compile_all, monkeypatch,
+                                                                  tmp_path):
+    prog = _program(lambda x: np.exp(x * 0.5) + 1.0, "x")
+    x = np.linspace(-3.0, 3.0, 64)
+    first, _ = _both(prog, x=x)
+    files = list((tmp_path / "kernels").glob("*.o"))
+    assert len(files) == 1
+    # a new process: nothing in memory, the object code read back, no compiler needed
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    monkeypatch.setattr(TL, "compile_ir", lambda *a: pytest.fail("compiled again"))
+    again, _ = _both(prog, x=x)
+    np.testing.assert_array_equal(again, first)
+    # a damaged file is never loaded: below the compile threshold the interpreter runs ...
+    files[0].write_bytes(files[0].read_bytes()[:-100])
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    monkeypatch.setattr(TL, "COMPILE_MIN_POINTS", 10**9)
+    assert TL.kernel_for(prog, 64) is None
+    # ... and above it the kernel is compiled and stored again
+    monkeypatch.undo()
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    monkeypatch.setattr(TL, "COMPILE_MIN_POINTS", 0)
+    third, _ = _both(prog, x=x)
+    np.testing.assert_array_equal(third, first)
+    data = files[0].read_bytes()
+    import hashlib
+    assert data[:32] == hashlib.sha256(data[32:]).digest()
+
+
+def test_short_lists_do_not_compile(monkeypatch, tmp_path):
+    """Below COMPILE_MIN_POINTS a new program is interpreted, not compiled."""
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    monkeypatch.setattr(TL, "compile_ir", lambda *a: pytest.fail("compiled"))
+    prog = _program(lambda x: x * 2.0, "x")
+    assert TL.kernel_for(prog, TL.COMPILE_MIN_POINTS - 1) is None
+    out = TE.run(prog, {"x": np.arange(5000.0)}, 5000)["y"]
+    np.testing.assert_array_equal(out, np.arange(5000.0) * 2.0)
