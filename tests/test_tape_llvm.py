@@ -28,9 +28,13 @@ def compile_all(monkeypatch, tmp_path):
     return used
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_compiled_kernel_equals_numpy_evaluation(name, compile_all, monkeypatch):
-    """N + 5 points: the kernel takes whole vectors of points, the interpreter the last 5."""
+@pytest.mark.parametrize("name,permute", [(name, None) for name in CASES]
+                         + [("dsv3-ep-measured-mtp", False), ("llama70b-tp8", False)])
+def test_compiled_kernel_equals_numpy_evaluation(name, permute, compile_all, monkeypatch):
+    """N + 5 points: the kernel takes whole vectors of points, the interpreter the last 5.
+    Tables read by permutes where the CPU has AVX-512, and (two cases) lane by lane, as on
+    other CPUs."""
+    monkeypatch.setattr(TL, "PERMUTE", permute)
     kw, draft = CASES[name]
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")
@@ -100,20 +104,28 @@ def test_compiled_exp_log_pow_match_numpy(compile_all):
     np.testing.assert_allclose(got, ref, rtol=2e-13, atol=0)
 
 
-def test_compiled_tables_and_elementwise_ops_equal_the_interpreter(compile_all):
+@pytest.mark.parametrize("permute", [None, False])
+def test_compiled_tables_and_elementwise_ops_equal_the_interpreter(permute, compile_all,
+                                                                     monkeypatch):
     """interp, searchsorted, take (truncated, clamped index) and the elementwise ops with
-    NaN, infinities and signed zeros: bit for bit the interpreter's values."""
+    NaN, infinities and signed zeros: bit for bit the interpreter's values; tables read by
+    vector permutes (on an AVX-512 CPU) and lane by lane."""
+    monkeypatch.setattr(TL, "PERMUTE", permute)
     rng = np.random.default_rng(1)
     xp = np.sort(rng.uniform(-5, 10, 23))
     fp = rng.uniform(-3, 3, 23)
     vals = rng.uniform(-1, 1, 17)
+    small, big = np.sort(rng.uniform(0, 4, 6)), np.sort(rng.uniform(-9, 30, 40))
     edge = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -1.0, 16.99, 17.0, 1e300])
     x = _pad(np.concatenate([rng.uniform(-8, 20, 20_000), xp, edge]))
     y = _pad(np.concatenate([rng.uniform(-8, 20, 20_000), xp[::-1], edge[::-1]]))
 
     def build(x, y):
         terms = [np.interp(x, xp, fp), np.searchsorted(xp, y, side="right"),
-                 T.take(vals, x), np.maximum(x, y), np.minimum(x, 2.0), np.maximum(3.0, y),
+                 T.take(vals, x), T.take(small, y), T.take(big, x),
+                 np.interp(y, small, np.arange(6.0)), np.interp(x, big, np.arange(40.0)),
+                 np.interp(x, big, big[::-1] * 2.0), np.searchsorted(big, x, side="right"),
+                 np.searchsorted(small, y, side="right"), np.maximum(x, y), np.minimum(x, 2.0), np.maximum(3.0, y),
                  np.where(x > y, x, y * 2.0), np.where(x, 1.5, y), np.where(y >= 1.0, x, -4.0),
                  (x < y) + (x <= 1.0) * 2.0 + (x == y) * 4.0 + (x != y) * 8.0,
                  np.logical_and(x, y) + np.logical_or(x, y) * 2.0 + np.logical_not(x) * 4.0,
