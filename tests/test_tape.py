@@ -21,6 +21,7 @@ def _interpreter_only(monkeypatch):
     """These tests are about the interpreter: no compiled kernel (tests/test_tape_llvm.py),
     even where one is in the cache."""
     monkeypatch.setattr(TL, "ENABLED", False)
+    monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
 
 
 def _points(seed, n=N, draft_max=0):
@@ -134,6 +135,7 @@ def test_untraceable_code_falls_back_to_numpy(monkeypatch):
     def refuse(*a, **k):
         raise T.NotTraceable("test")
     monkeypatch.setattr(T.Tape, "emit", refuse)
+    monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
     monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
     _assert_same(inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, **grid), ref)
 
@@ -316,3 +318,33 @@ def test_outputs_in_chunks_keep_their_dtypes(monkeypatch):
     assert calls
     _assert_same(fused, ref)
     assert fused.fits.dtype == bool and fused.decode_binding_resource.dtype.kind == "U"
+
+
+def test_point_lists_reuse_their_program_and_retrace_when_it_would_differ(monkeypatch):
+    """A second list of the same structure replays the program traced for the first; other
+    values of a fixed axis, or draft depths that are all zero (the block's one branch on the
+    data), are traced anew; every result equals the numpy passes."""
+    traced = []
+    real = core._traced_program
+    monkeypatch.setattr(core, "_traced_program", lambda *a: traced.append(1) or real(*a))
+    kw, draft = CASES["dsv3-acceptance-by-position"]
+    kw = dict(kw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+
+    def both(grid):
+        got = inf.evaluate(model, hw, **kw, **grid)
+        monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+        ref = inf.evaluate(model, hw, **kw, **grid)
+        monkeypatch.setattr(core, "FUSED_MIN_POINTS", 4096)
+        _assert_same(got, ref)
+    both(_points(21, draft_max=draft))
+    both(_points(22, draft_max=draft))                     # same structure: replayed
+    assert len(traced) == 1
+    fixed = _points(23, draft_max=draft)
+    fixed["prefill_batch_size"] = 4.0                       # a fixed axis, another value
+    both(fixed)
+    both(dict(fixed, prefill_batch_size=2.0))
+    no_draft = _points(24, draft_max=draft)
+    no_draft["draft_depth"] = no_draft["draft_depth"] * 0.0
+    both(no_draft)
+    assert len(traced) == 4

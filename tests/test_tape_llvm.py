@@ -22,6 +22,7 @@ def compile_all(monkeypatch, tmp_path):
     monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(TL, "COMPILE_MIN_POINTS", 0)
     monkeypatch.setattr(TL, "_KERNELS", {})
+    monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
     used = []
     real = TE._parallel
     monkeypatch.setattr(TE, "_parallel", lambda k, *a: used.append(k) or real(k, *a))

@@ -375,15 +375,11 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     """:func:`.block.evaluate_block` at one point, through a program traced once per
     structure (:mod:`.tape`) and kept: a repeated one-configuration call (a question, a
     search, a plan) costs a replay, not the ~1,000 numpy operations on scalars."""
-    from dataclasses import fields
-
     from . import tape as T
     from .tape_exec import run_point
 
-    key = (tuple(id(getattr(g, f.name)) if f.name in ("m", "hw", "rl") else getattr(g, f.name)
-                 for f in fields(g)),
-           id(draft), None if acceptance_by_position is None else tuple(acceptance_by_position),
-           bool(raw["draft_depth"] > 0), None if variables is None else tuple(variables))
+    key = _structure_key(g, draft, acceptance_by_position, variables) + (
+        bool(raw["draft_depth"] > 0),)
     entry = _POINT_PROGRAMS.get(key)
     if entry is None:
         try:
@@ -409,6 +405,18 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     return out
 
 
+def _structure_key(g, draft, acceptance_by_position, variables) -> tuple:
+    """What a traced program depends on besides the per-point values: the structure (the
+    specs by identity: the caches keep them alive), the draft model, the acceptance by
+    position and the outputs asked for."""
+    from dataclasses import fields
+
+    return (tuple(id(getattr(g, f.name)) if f.name in ("m", "hw", "rl") else getattr(g, f.name)
+                  for f in fields(g)),
+            id(draft), None if acceptance_by_position is None else tuple(acceptance_by_position),
+            None if variables is None else tuple(variables))
+
+
 def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
                     acceptance_by_position, draft, variables):
     """The block's program with the axes in ``data`` (their values at the points) traced and
@@ -423,6 +431,11 @@ def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
     ref = _select(evaluate_block(g, point, acceptance_by_position, draft), variables)
     return program, {k: np.asarray(v).dtype for k, v in ref.items()}
 
+
+#: Programs of point lists, by structure and by what they were traced from
+#: (:func:`_evaluate_fused`); as :data:`_POINT_PROGRAMS`.
+_FUSED_PROGRAMS: dict[tuple, Any] = {}
+_FUSED_PROGRAMS_CAP = 64
 
 #: Points from which a list of points is evaluated by one compiled pass (below, numpy's
 #: passes over a few thousand points cost less than recording the tape).
@@ -441,7 +454,21 @@ def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_
     shape[axis] = n
     data = {k: a.reshape(-1) for k, a in raw.items() if np.ndim(a) and a.size > 1}
     first = {k: a[:1] if k in data else a for k, a in {**raw, **data}.items()}
-    program, dtypes = _traced_program(g, data, first, acceptance_by_position, draft, variables)
+    # the program depends on which axes vary, the values of the others, and (the one branch
+    # on the data, block.evaluate_block) whether any point drafts
+    drafts = np.any(data["draft_depth"] > 0) if "draft_depth" in data else None
+    key = _structure_key(g, draft, acceptance_by_position, variables) + (
+        tuple(sorted(data)), bool(drafts),
+        tuple((k, float(np.asarray(v).reshape(-1)[0])) for k, v in sorted(first.items())
+              if k not in data))
+    entry = _FUSED_PROGRAMS.get(key)
+    if entry is None:
+        program, dtypes = _traced_program(g, data, first, acceptance_by_position, draft,
+                                          variables)
+        if len(_FUSED_PROGRAMS) >= _FUSED_PROGRAMS_CAP:
+            _FUSED_PROGRAMS.pop(next(iter(_FUSED_PROGRAMS)))
+        _FUSED_PROGRAMS[key] = entry = (program, dtypes, (g, draft))
+    program, dtypes, _ = entry
     values = run(program, data, n, dtypes)
     return {name: v if kind == "const" else values[name].reshape(shape)
             for name, (kind, v) in program.outputs.items()}
