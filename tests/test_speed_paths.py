@@ -177,3 +177,39 @@ def test_scalar_axis_checks_equal_the_array_checks(name):
         else:
             arr = core._as_axis(name, [v])
             assert isinstance(one, float) and arr.values.tolist() == [one], (name, v)
+
+
+@pytest.mark.parametrize("name", sorted(core.NUMERIC_AXES))
+def test_long_axis_checks_equal_the_short_checks(name):
+    """A long point list is checked in one compiled pass (min, max, whole numbers): the same
+    verdicts and messages as numpy's checks on a short one, whatever the bad value and
+    wherever it sits."""
+    import xarray as xr
+    _, _, lo, hi, _ = core.NUMERIC_AXES[name]
+    n = core._PARALLEL_MIN + 3
+    good = np.full(n, lo + (1.0 if hi - lo > 2 else (hi - lo) / 2))
+    for v in (lo - 1.0, lo + 0.25, hi, hi + 1.0, float("nan"), float("inf"), -float("inf")):
+        for at in (0, n // 2, n - 1):
+            long = good.copy()
+            long[at] = v
+            try:
+                short = core._as_axis(name, xr.DataArray(long[at:at + 1], dims="point"))
+            except inf.SpecError as exc:
+                with pytest.raises(inf.SpecError) as long_exc:
+                    core._as_axis(name, xr.DataArray(long, dims="point"))
+                assert str(long_exc.value) == str(exc), (name, v, at)
+            else:
+                got = core._as_axis(name, xr.DataArray(long, dims="point"))
+                assert got.values[at] == short.values[0], (name, v, at)
+
+
+def test_long_label_arrays_equal_numpy_indexing():
+    """Binding labels of a long point list are gathered on every core (as rows of int64
+    words): the same strings as numpy's indexing of the label table."""
+    codes = np.random.default_rng(0).integers(0, len(core.RESOURCES),
+                                              core._PARALLEL_MIN + 7).astype(np.int8)
+    got = core._labels(codes)
+    want = core._RESOURCE_LABELS[codes]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(core._labels(codes[:100]), want[:100])

@@ -56,7 +56,15 @@ def _as_axis(name: str, value: Any) -> Any:
             raise SpecError(f"{name} must be a number or a non-empty 1-D list; got {value!r}")
         arr = xr.DataArray(vals, dims=name, coords={name: vals})
     vals = np.asarray(arr, dtype=float)
-    mn, mx = (vals.min(), vals.max()) if vals.size else (lo, lo)   # no temporaries; NaN propagates
+    stats = None
+    if vals.size >= _PARALLEL_MIN:        # a long list of points: one compiled pass
+        from .tape_exec import summary
+        stats = summary(vals)
+    if stats is not None:
+        mn, mx, whole = stats
+    else:                                 # no temporaries; NaN propagates
+        mn, mx = (vals.min(), vals.max()) if vals.size else (lo, lo)
+        whole = None
     inside = (np.isfinite(mn) and np.isfinite(mx) and mn >= lo
               and (mx < hi if name in _UPPER_EXCLUSIVE else mx <= hi))
     if not inside and not np.all(np.isfinite(vals)):
@@ -64,9 +72,14 @@ def _as_axis(name: str, value: Any) -> Any:
     if not inside:
         bad = vals[~((vals >= lo) & ((vals < hi) if name in _UPPER_EXCLUSIVE else (vals <= hi)))]
         raise _out_of_range(name, bad[0])
-    if integer and np.any(vals != np.round(vals)):
+    if integer and not whole and np.any(vals != np.round(vals)):
         raise _not_whole(name, vals[vals != np.round(vals)][0])
     return arr
+
+
+#: Array length from which axis checks are one compiled pass and label gathers run on every
+#: core (numba).
+_PARALLEL_MIN = 1 << 18
 
 
 def _check_scalar(name: str, v: float) -> float:
@@ -609,7 +622,11 @@ def _labels(codes: np.ndarray) -> np.ndarray:
     is gathered element by element; 10^6 labels: 15 -> 4 ms)."""
     if codes.ndim == 0:
         return _RESOURCE_LABELS[codes]
-    words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
+    if codes.size >= _PARALLEL_MIN:
+        from .tape_exec import take_rows
+        words = take_rows(_LABEL_WORDS, codes.astype(np.int8, copy=False))
+    else:
+        words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
     return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
 _AXIS_ATTRS = {k: {"units": v[1]} for k, v in NUMERIC_AXES.items()}

@@ -576,3 +576,42 @@ def _parallel(kernel, xa, ya, n_points):
     work()
     for t in threads:
         t.join()
+
+
+# ---- whole-array helpers of the result assembly (long point lists) ------------------------------
+
+@njit(parallel=True, **_JIT)
+def _take_rows(table, index, out):
+    for i in prange(index.size):
+        k = index[i]
+        for j in range(table.shape[1]):
+            out[i, j] = table[k, j]
+
+
+def take_rows(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``table[index]`` (rows of a 2-D table, by int8 row numbers in range), on every core:
+    a fresh output costs its page faults more than its copying, and they run in parallel."""
+    out = np.empty((index.size, table.shape[1]), dtype=table.dtype)
+    _take_rows(table, np.ascontiguousarray(index).reshape(-1), out)
+    return out
+
+
+@njit(**_JIT)
+def _summary(x):
+    mn, mx, frac = x[0], x[0], 0.0
+    for i in range(x.size):
+        v = x[i]
+        mn = v if v < mn else mn
+        mx = v if v > mx else mx
+        frac += v - np.floor(v)
+    return mn, mx, frac
+
+
+def summary(x: np.ndarray) -> tuple[float, float, bool] | None:
+    """(min, max, all whole numbers) of a non-empty float64 array in one pass; None if some
+    value is NaN or infinite (it makes the sum of fractional parts NaN; the caller's numpy
+    checks then name the value)."""
+    mn, mx, frac = _summary(np.ascontiguousarray(x).reshape(-1))
+    if not np.isfinite(frac):
+        return None
+    return float(mn), float(mx), frac == 0.0
