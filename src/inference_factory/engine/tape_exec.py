@@ -8,6 +8,7 @@ the end nodes). Compiled code is cached on disk (``cache=True``).
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -51,6 +52,10 @@ _SQRT2 = 1.4142135623730951
 _EXP_LO, _EXP_HI = -708.0, 709.0            # e^x is a normal double in between
 _EXP_ZERO = -745.2                          # e^x rounds to 0 below
 _TINY = 2.2250738585072014e-308             # smallest normal double
+#: e^r = sum r^k / k!, k = 13 .. 0, highest power first (Horner)
+EXP_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(13, -1, -1))
+#: atanh(s) / s = sum z^k / (2k + 1), z = s^2, k = 10 .. 0, highest power first
+ATANH_SERIES = tuple(1.0 / (2 * k + 1) for k in range(10, -1, -1))
 
 
 @intrinsic
@@ -105,20 +110,9 @@ def _exp1(x):
     t = x * _LOG2E + _SHIFT
     k = t - _SHIFT
     r = (x - k * _LN2_HI) - k * _LN2_LO
-    p = 1.6059043836821613e-10
-    p = p * r + 2.08767569878681e-09
-    p = p * r + 2.505210838544172e-08
-    p = p * r + 2.755731922398589e-07
-    p = p * r + 2.7557319223985893e-06
-    p = p * r + 2.48015873015873e-05
-    p = p * r + 0.0001984126984126984
-    p = p * r + 0.001388888888888889
-    p = p * r + 0.008333333333333333
-    p = p * r + 0.041666666666666664
-    p = p * r + 0.16666666666666666
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p = EXP_TAYLOR[0]
+    for c in EXP_TAYLOR[1:]:
+        p = p * r + c
     return p * _float((_bits(t) - _SHIFT_BITS + 1023) << 52)
 
 
@@ -134,17 +128,9 @@ def _log1(x):
     e = e + 1.0 if big else e
     s = (m - 1.0) / (m + 1.0)
     z = s * s
-    p = 0.047619047619047616
-    p = p * z + 0.05263157894736842
-    p = p * z + 0.058823529411764705
-    p = p * z + 0.06666666666666667
-    p = p * z + 0.07692307692307693
-    p = p * z + 0.09090909090909091
-    p = p * z + 0.1111111111111111
-    p = p * z + 0.14285714285714285
-    p = p * z + 0.2
-    p = p * z + 0.3333333333333333
-    p = p * z + 1.0
+    p = ATANH_SERIES[0]
+    for c in ATANH_SERIES[1:]:
+        p = p * z + c
     return e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
 
 
