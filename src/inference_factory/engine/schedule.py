@@ -91,14 +91,15 @@ def two_batch_s(costs: list[Cost], L: Layers, phase: str, *, comm_sm_frac: float
 
 
 def by_resource(costs: list[Cost], micro_batches: int = 1) -> dict[str, Any]:
-    """Sum of op times charged to each resource (compute, memory, comm, overhead)."""
+    """Sum of op times charged to each resource (compute, memory, comm, overhead); a compute
+    op's time goes to compute where its pure roofline binds on FLOPs, else to memory."""
     out: dict[str, Any] = {r: 0.0 for r in ("compute", "memory", "comm", "overhead")}
     for c in costs:
-        t = micro_batches * c.op.count * c.time_s
+        n = micro_batches * c.op.count
         if c.binds_compute is None:
-            out[c.resource] = out[c.resource] + t
+            out[c.resource] = out[c.resource] + n * c.time_s
         else:
-            on_compute = np.where(c.binds_compute, t, 0.0)
-            out["compute"] = out["compute"] + on_compute
-            out["memory"] = out["memory"] + (t - on_compute)
+            # the count multiplies the selected time: one multiply-add per resource
+            out["compute"] = out["compute"] + n * np.where(c.binds_compute, c.time_s, 0.0)
+            out["memory"] = out["memory"] + n * np.where(c.binds_compute, 0.0, c.time_s)
     return out

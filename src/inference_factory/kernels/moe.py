@@ -16,8 +16,8 @@ def expected_distinct_experts(*, n_experts, experts_per_token, tokens):
     return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** tokens)
 
 
-#: Below this exponent :math:`e^a < 2^{-54}`, so :math:`1 - e^a` rounds to exactly 1 in double
-#: precision: clamping the argument there changes no result bit and keeps ``exp`` off its
+#: Below this exponent :math:`e^a < 2^{-57}`, under the rounding of a sum of whole experts:
+#: clamping the argument there changes nothing beyond that rounding and keeps ``exp`` off its
 #: slow underflow path (a bin of popular experts is saturated at large batches).
 SATURATED_EXPONENT = -40.0
 
@@ -30,13 +30,14 @@ def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
     ``expert_hit_prob`` is a sequence of (m_j, q_j) pairs: m_j experts each chosen by a token
     with probability q_j (sum_j m_j q_j = k). Looping over a handful of bins keeps memory at
     one grid-sized array. :math:`(1 - q)^T` is computed as :math:`e^{\max(T \ln(1 - q), a_s)}`
-    with :data:`SATURATED_EXPONENT` :math:`a_s`, bit-identical to :math:`e^{T \ln(1 - q)}`.
+    with :data:`SATURATED_EXPONENT` :math:`a_s` (the same within rounding), and the sum as
+    :math:`\sum_j m_j - \sum_j m_j (1 - q_j)^T`: one multiply-add per bin; the subtraction
+    costs at most about :math:`\sum_j m_j / E_d` ulps of E_d (E_d >= k for T >= 1).
     """
-    total = 0.0
+    untouched = 0.0
     for m, q in expert_hit_prob:
-        total = total + m * (1.0 - np.exp(np.maximum(tokens * np.log1p(-q),
-                                                     SATURATED_EXPONENT)))
-    return total
+        untouched = untouched + m * np.exp(np.maximum(tokens * np.log1p(-q), SATURATED_EXPONENT))
+    return sum(m for m, _ in expert_hit_prob) - untouched
 
 
 def routing_fluctuation_factor(*, mean_tokens_per_rank, n_ranks):
