@@ -86,37 +86,48 @@ def _locate(axis: np.ndarray, x):
         return np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape), off, lambda: ~off
     xc = np.clip(x, axis[0], axis[-1])
     clamped = (x < axis[0] - _ON_NODE) | (x > axis[-1] + _ON_NODE)
-    i = np.clip(np.searchsorted(axis, xc, side="right") - 1, 0, axis.size - 2)
-    lo, hi = take(axis, i), take(axis, i + 1)
-    w = (xc - lo) / (hi - lo)
+    # the lower node of the cell: the interior nodes at or below the clamped coordinate
+    # (the first node always is; the last cell ends at the last node; NaN sorts last)
+    i = (np.searchsorted(axis[1:-1], xc, side="right") if axis.size > 2
+         else np.zeros(np.shape(xc), dtype=np.intp))
+    lo = take(axis, i)
+    w = (xc - lo) / take(np.diff(axis), i)
 
     def on_node():
+        hi = take(axis, i + 1)
         on = (np.abs(xc - lo) <= _ON_NODE) | (np.abs(xc - hi) <= _ON_NODE)
         return on & ~clamped
     return i, w, clamped, on_node
 
 
-def _corners(grid: Grid, locs, with_corner: bool = False):
-    """(weight, index tuple) of each corner of the cells the points fall in (and the corner's
-    0/1 pattern when ``with_corner``)."""
+def _corners(locs):
+    """(weight, corner) of each corner of the cells the points fall in; ``corner`` is the
+    0/1 offset along each axis from the cell's lower node."""
     for corner in itertools.product((0, 1), repeat=len(locs)):
         weight = 1.0
-        idx = []
-        for (i, w, _, _), c, axis in zip(locs, corner, grid.axes):
+        for (_, w, _, _), c in zip(locs, corner):
             weight = weight * (w if c else 1.0 - w)
-            idx.append(np.minimum(i + c, axis.size - 1))
-        yield (weight, tuple(idx), corner) if with_corner else (weight, tuple(idx))
+        yield weight, corner
 
 
-def _gather(values: np.ndarray, idx: tuple) -> np.ndarray:
-    """``values[idx]`` for a tuple of per-axis index arrays, as one flat ``take`` (numpy's
-    tuple fancy indexing costs several times more per point)."""
-    if not idx:
+def _cell(shape: tuple, locs):
+    """Flat index, in an array of ``shape``, of the lower node of each point's cell."""
+    flat = locs[0][0]
+    for k in range(1, len(locs)):
+        flat = flat * shape[k] + locs[k][0]
+    return flat
+
+
+def _gather(values: np.ndarray, cell, corner: tuple) -> np.ndarray:
+    """``values`` at ``corner`` of each point's cell (``cell``: :func:`_cell`), as one flat
+    ``take`` from the corner's offset in the flattened array (numpy's tuple fancy indexing
+    costs several times more per point; one cell index serves every corner). Along an axis
+    of one node the upper corner is that node."""
+    if not corner:
         return values[()]
-    flat = idx[0]
-    for k in range(1, len(idx)):
-        flat = flat * values.shape[k] + idx[k]
-    return take(values, flat)
+    off = sum(int(np.prod(values.shape[k + 1:])) for k, c in enumerate(corner)
+              if c and values.shape[k] > 1)
+    return take(values.reshape(-1)[off:], cell)
 
 
 def _source(locs, shape) -> np.ndarray:
@@ -136,8 +147,9 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     pts = np.broadcast_arrays(*[np.asarray(p, dtype=float) for p in log_points])
     locs = [_locate(a, p) for a, p in zip(grid.axes, pts)]
     out = np.zeros(pts[0].shape if pts else ())
-    for weight, idx in _corners(grid, locs):
-        out = out + weight * _gather(grid.values, idx)
+    cell = _cell(grid.values.shape, locs) if locs else None
+    for weight, corner in _corners(locs):
+        out = out + weight * _gather(grid.values, cell, corner)
     return out, _source(locs, out.shape)
 
 
@@ -172,20 +184,24 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
     shape = np.broadcast_shapes(*[c.shape for c in cs])
     out = np.zeros(shape)
+    cell = _cell(grid.values.shape, locs)
     if mode == "separable":
         mesh = np.meshgrid(*[np.exp(a) for a in grid.axes], indexing="ij")
         latency = grid.values + np.log(roofline(*mesh))
-        for weight, idx in _corners(grid, locs):
-            out = out + weight * _gather(latency, idx)
+        for weight, corner in _corners(locs):
+            out = out + weight * _gather(latency, cell, corner)
     else:
+        # ln eta_c + ln x_0c at the nodes (t0 = x_0 t0(1, x_1..)); the rest per point
+        head = grid.values + np.log(np.exp(grid.axes[0])).reshape((-1,) + (1,) * (len(cs) - 1))
         rest: dict[tuple, np.ndarray] = {}    # t0(1, x_1..) per corner of x_1..
-        for weight, idx, corner in _corners(grid, locs, with_corner=True):
+        for weight, corner in _corners(locs):
             if not np.any(weight):
                 continue
-            node = [np.exp(take(axis, j)) for axis, j in zip(grid.axes, idx)]
             if corner[1:] not in rest:
-                rest[corner[1:]] = np.log(roofline(1.0, *node[1:]))
-            out = out + weight * (_gather(grid.values, idx) + np.log(node[0]) + rest[corner[1:]])
+                node = [take(np.exp(axis)[c if axis.size > 1 else 0:], i)
+                        for axis, (i, _, _, _), c in zip(grid.axes[1:], locs[1:], corner[1:])]
+                rest[corner[1:]] = np.log(roofline(1.0, *node))
+            out = out + weight * (_gather(head, cell, corner) + rest[corner[1:]])
     clamped = np.zeros(shape, dtype=bool)
     for _, _, cl, _ in locs:
         clamped = clamped | cl
