@@ -211,9 +211,9 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
                       for c, a in zip(sub, grid.axes)]
             return np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
         if is_traced(clamped):      # per point: the same correction where clamped
-            with guarded(clamped):
-                g = grow(cs)
-            out = out + np.where(clamped, g, 0.0)
+            with guarded(clamped):  # (the sum too: skipped with the correction)
+                grown = out + grow(cs)
+            out = np.where(clamped, grown, out)
         else:                       # only the clamped points, as the roofline has no per-point parameter
             out = np.array(out, dtype=float)
             out[clamped] += grow([np.broadcast_to(c, shape)[clamped] for c in cs])
@@ -228,8 +228,8 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
                                - np.log(roofline(1.0, *inside[1:])))
             # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
             # latency rather than shrinking with its roofline
-            corr = np.maximum(corr, 0.0)
-        out = out + np.where(clamped, corr, 0.0)
+            grown = out + np.maximum(corr, 0.0)
+        out = np.where(clamped, grown, out)
     return np.exp(out), lambda: _source(locs, shape)
 
 
@@ -267,9 +267,9 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None):
         def grow(xa):
             return np.maximum(np.log(roofline(xa)) - np.log(roofline(top)), 0.0)
         if is_traced(above):        # per point: the same growth where above
-            with guarded(above):
-                g = grow(x)
-            out = out + np.where(above, g, 0.0)
+            with guarded(above):    # (the sum too: skipped with the growth)
+                grown = out + grow(x)
+            out = np.where(above, grown, out)
         else:                       # only those points evaluated
             out[above] += grow(np.broadcast_to(x, out.shape)[above])
     return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x))
