@@ -202,8 +202,8 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
                         for axis, (i, _, _, _), c in zip(grid.axes[1:], locs[1:], corner[1:])]
                 rest[corner[1:]] = np.log(roofline(1.0, *node))
             out = out + weight * (_gather(head, cell, corner) + rest[corner[1:]])
-    clamped = np.zeros(shape, dtype=bool)
-    for _, _, cl, _ in locs:
+    clamped = np.broadcast_to(locs[0][2], shape)
+    for _, _, cl, _ in locs[1:]:
         clamped = clamped | cl
     if clamped.any() and mode == "separable":
         def grow(sub):

@@ -80,12 +80,14 @@ def two_batch_s(costs: list[Cost], L: Layers, phase: str, *, comm_sm_frac: float
         if not n_layers:
             continue
         for comp_stages, comm_stages in STAGES[phase]:
-            comp = sum(t * w[cls] for st, w, t in per if st in comp_stages and w[cls])
+            comps = [t * w[cls] for st, w, t in per if st in comp_stages and w[cls]]
             comms = [t * w[cls] for st, w, t in per if st in comm_stages and w[cls]]
-            comm = sum(comms)
+            comp, comm = sum(comps), sum(comms)
             if comm_sm_frac and comms:
                 comp = comp / (1.0 - comm_sm_frac)
-            total = total + n_layers * np.maximum(comp, comm)
+            # times are >= 0: a stage with nothing on one side takes the other's time
+            stage = np.maximum(comp, comm) if comps and comms else comp + comm
+            total = total + n_layers * stage
     rest = sum(c.op.count * c.time_s for c in costs if c.op.stage not in staged)
     return 2.0 * (total + rest)
 

@@ -9,9 +9,10 @@ def causal_attended_positions(*, new_tokens, cached_tokens):
     .. math:: S = \sum_{i=1}^{n} (p + i) = n p + \frac{n (n + 1)}{2}
 
     for n new tokens appended after p cached ones. Decode of one token over a KV length L is
-    the case n = 1, p = L - 1 (S = L).
+    the case n = 1, p = L - 1 (S = L). Evaluated as :math:`n (p + (n + 1)/2)` (exact for
+    whole token counts below 2^53, like the expanded form).
     """
-    return new_tokens * cached_tokens + 0.5 * new_tokens * (new_tokens + 1.0)
+    return new_tokens * (cached_tokens + 0.5 * (new_tokens + 1.0))
 
 
 def windowed_attended_positions(*, new_tokens, cached_tokens, window_tokens):
