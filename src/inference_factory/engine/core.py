@@ -438,7 +438,9 @@ def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
     from . import tape as T
 
     tape = T.Tape()
-    ax = {k: tape.input(k, data[k]) if k in data else v for k, v in point.items()}
+    # each numeric axis is validated inside its range (:func:`_as_axis`)
+    ax = {k: tape.input(k, data[k], bounds=NUMERIC_AXES[k][2:4] if k in NUMERIC_AXES else None)
+          if k in data else v for k, v in point.items()}
     program = T.compile_outputs(
         tape, _select(evaluate_block(g, ax, acceptance_by_position, draft), variables))
     ref = _select(evaluate_block(g, point, acceptance_by_position, draft), variables)

@@ -72,16 +72,22 @@ class Tape:
         self._cse: dict[tuple, int] = {}
         self.inputs: list[str] = []
         self.data: dict[int, np.ndarray] = {}
+        self.bounds: dict[int, tuple] = {}       # input -> (lo, hi) (see :meth:`input`)
         self.region_of: dict[int, int] = {}      # node -> guarded region (see :meth:`guarded`)
         self.region_mask: list[int] = []         # region -> its mask node
         self._region: int | None = None
 
-    def input(self, name: str, data: np.ndarray | None = None) -> "Traced":
-        """A traced input; ``data`` (its values at the points) answers :func:`concrete`."""
+    def input(self, name: str, data: np.ndarray | None = None,
+              bounds: tuple[float, float] | None = None) -> "Traced":
+        """A traced input; ``data`` (its values at the points) answers :func:`concrete`;
+        ``bounds``: (lo, hi) its values never leave (validated), from which the compiler
+        knows which sums have no negative term (:func:`_regroup_sums`)."""
         self.nodes.append(("input", (), ()))
         self.inputs.append(name)
         if data is not None:
             self.data[len(self.nodes) - 1] = data
+        if bounds is not None:
+            self.bounds[len(self.nodes) - 1] = (float(bounds[0]), float(bounds[1]))
         return Traced(self, len(self.nodes) - 1)
 
     def table(self, values) -> int:
@@ -471,10 +477,7 @@ def _fuse_multiply_adds(tape: Tape, order: list[int], kept: set):
     return fused, dead
 
 
-def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
-    """Keep the instructions the outputs need (in recording order), and give each value a
-    register that is freed after its last use; each distinct constant gets a register of its
-    own."""
+def _live(tape: Tape, outputs: Mapping[str, Any]) -> set:
     live = set()
     stack = [v.node for v in outputs.values() if isinstance(v, Traced)]
     while stack:
@@ -483,6 +486,174 @@ def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
             continue
         live.add(n)
         stack.extend(a for kind, a in tape.nodes[n][1] if kind == "v")
+    return live
+
+
+_ANY = (-np.inf, np.inf)
+
+
+def _interval(op: str, b: list, tables: list) -> tuple[float, float]:
+    """Bounds of an instruction's result from its operands' bounds ``b`` (NaN aside: a NaN
+    stays NaN in any order of a sum). Computed with the instruction's own float operation,
+    which is monotone, so they bound the rounded results too."""
+    with np.errstate(all="ignore"):
+        if op in ("add", "sub", "mul", "div", "max", "min"):
+            (la, ha), (lb, hb) = b
+            if op == "add":
+                r = (la + lb, ha + hb)
+            elif op == "sub":
+                r = (la - hb, ha - lb)
+            elif op == "max":
+                r = (max(la, lb), max(ha, hb))
+            elif op == "min":
+                r = (min(la, lb), min(ha, hb))
+            elif op == "mul":
+                # 0 x unbounded is 0: a bound is no value, the values are finite
+                p = [0.0 if x == 0.0 or y == 0.0 else x * y for x in (la, ha) for y in (lb, hb)]
+                r = (min(p), max(p))
+            else:
+                r = (la / hb, ha / lb) if la >= 0.0 and lb > 0.0 else _ANY
+        elif op in ("exp", "log", "sqrt", "log1p", "trunc", "floor", "ceil"):
+            f = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "log1p": np.log1p,
+                 "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}[op]
+            r = (float(f(b[0][0])), float(f(b[0][1])))       # monotone non-decreasing
+        elif op in _BOOL_OUT:
+            r = (0.0, 1.0)
+        elif op == "neg":
+            r = (-b[0][1], -b[0][0])
+        elif op == "where":
+            r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+        elif op in ("take", "interp"):
+            t = tables[-1]
+            r = (float(t.min()), float(t.max()))
+        elif op == "search_right":
+            r = (0.0, float(tables[0].size))
+        elif op == "pow" and b[0][0] >= 0.0:
+            r = (0.0, np.inf)
+        else:
+            r = _ANY
+    return r if not (np.isnan(r[0]) or np.isnan(r[1])) else _ANY
+
+
+def _nonneg(tape: Tape, order: list[int]) -> set:
+    """The nodes never negative (NaN aside), by interval arithmetic in recording order from
+    the bounds of the inputs (none: unbounded)."""
+    bounds: dict[int, tuple] = {}
+    for n in order:
+        op, ops, tables = tape.nodes[n]
+        if op == "input":
+            bounds[n] = tape.bounds.get(n, _ANY)
+            continue
+        b = [(a, a) if kind == "k" else bounds[a] for kind, a in ops]
+        bounds[n] = _interval(op, b, [tape.tables[t] for t in tables])
+    return {n for n, (lo, _) in bounds.items() if lo >= 0.0}
+
+
+def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
+    """Sums of non-negative terms regrouped: ``x*a + ... + x*b`` is ``x*(a+b)``, constant
+    terms are added once (the FLOPs and bytes of a pass are sums over its ops of a few
+    per-point quantities times constants). Only for a sum whose intermediate results are
+    read by the sum alone and whose terms are all >= 0 (:func:`_nonneg`): any order of such
+    a sum is within n ulps of every other (no cancellation). Returns a new tape and outputs
+    (the same objects where nothing regroups)."""
+    live = _live(tape, outputs)
+    order = sorted(live)
+    kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
+    uses: dict[int, int] = {}
+    user: dict[int, int] = {}
+    for n in order:
+        for kind, a in tape.nodes[n][1]:
+            if kind == "v":
+                uses[a] = uses.get(a, 0) + 1
+                user[a] = n
+    pos = _nonneg(tape, order)
+    region = tape.region_of.get
+
+    def inner(n):       # an add absorbed into the sum that reads it
+        return (tape.nodes[n][0] == "add" and uses.get(n) == 1 and n not in kept
+                and tape.nodes[user[n]][0] == "add" and region(user[n]) == region(n))
+    plans: dict[int, tuple] = {}
+    for root in order:
+        if tape.nodes[root][0] != "add" or inner(root):
+            continue
+        terms, const, stack, n_adds = [], [], [root], 0
+        while stack:
+            n = stack.pop()
+            n_adds += 1
+            for kind, a in reversed(tape.nodes[n][1]):
+                if kind == "k":
+                    const.append(a)
+                elif inner(a):
+                    stack.append(a)
+                else:
+                    terms.append(a)
+        if not all(a in pos for a in terms) or any(k < 0.0 for k in const):
+            continue
+        groups: dict[int, list] = {}
+        for a in terms:
+            op, ops, _ = tape.nodes[a]
+            if op == "mul" and ops[0][0] == "v" and ops[1][0] == "k" and ops[0][1] in pos:
+                groups.setdefault(ops[0][1], []).append((ops[1][1], a))
+            else:
+                groups.setdefault(a, []).append((1.0, a))
+        merged = [g for g in groups.values() if len(g) > 1]
+        if not merged and len(const) < 2:
+            continue
+        freed = n_adds + sum(1 for g in merged for _, a in g
+                             if tape.nodes[a][0] == "mul" and uses.get(a) == 1)
+        new = len(groups) + (1 if const else 0) - 1 + sum(1 for g in merged
+                                                          if sum(k for k, _ in g) != 1.0)
+        if new < freed:
+            plans[root] = (groups, const)
+    if not plans:
+        return tape, outputs
+
+    out = Tape()
+    out.tables, out._table_ids, out.inputs = tape.tables, tape._table_ids, tape.inputs
+    remap: dict[int, int] = {}
+
+    def append(op, operands, tables=(), reg=None):
+        out.nodes.append((op, operands, tables))
+        node = len(out.nodes) - 1
+        if reg is not None:
+            out.region_of[node] = reg
+        return node
+    inputs = [k for k, nd in enumerate(tape.nodes) if nd[0] == "input"]
+    for n in sorted(live.union(inputs)):
+        op, ops, tables = tape.nodes[n]
+        reg = region(n)
+        if n in plans:
+            groups, const = plans[n]
+            acc = None
+            for x, g in groups.items():
+                coef = sum(k for k, _ in g) if len(g) > 1 else None
+                if coef is None:
+                    term = remap[g[0][1]]
+                elif coef == 1.0:
+                    term = remap[x]
+                else:
+                    term = append("mul", (("v", remap[x]), ("k", coef)), reg=reg)
+                acc = term if acc is None else append("add", (("v", acc), ("v", term)), reg=reg)
+            if const and sum(const) != 0.0:
+                acc = append("add", (("v", acc), ("k", sum(const))), reg=reg)
+            remap[n] = acc
+            continue
+        remap[n] = append(op, tuple((k, remap[a]) if k == "v" else (k, a) for k, a in ops),
+                          tables, reg)
+    for k, v in tape.data.items():
+        out.data[remap[k]] = v
+    out.bounds = {remap[k]: v for k, v in tape.bounds.items()}
+    out.region_mask = [remap.get(m, -1) for m in tape.region_mask]
+    return out, {name: Traced(out, remap[v.node]) if isinstance(v, Traced) else v
+                 for name, v in outputs.items()}
+
+
+def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
+    """Keep the instructions the outputs need (in recording order, sums of non-negative
+    terms regrouped: :func:`_regroup_sums`), and give each value a register that is freed
+    after its last use; each distinct constant gets a register of its own."""
+    tape, outputs = _regroup_sums(tape, outputs)
+    live = _live(tape, outputs)
     order = sorted(live)
     kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
     fused, dead = _fuse_multiply_adds(tape, order, kept)
