@@ -38,12 +38,12 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                "comm": sum(c.op.count * c.time_s for c in costs if c.op.stream == "comm"),
                "overhead": 0.0}
     else:
+        res = S.by_resource(costs, mb)
         if mb > 1:
             frac = g.rl.comm_sm_frac if phase == "prefill" else 0.0
             step = S.two_batch_s(costs, L, phase, comm_sm_frac=frac)
         else:
-            step = S.sequential_s(costs)
-        res = S.by_resource(costs, mb)
+            step = S.sequential_s(costs, parts=res)
     return {
         "step_s": step, "res": res, "costs": costs, "mb": mb,
         "flop": mb * sum(c.op.count * c.op.flop for c in costs),

@@ -31,12 +31,18 @@ STAGES = {
 }
 
 
-def sequential_s(costs: list[Cost], micro_batches: int = 1) -> Any:
+def sequential_s(costs: list[Cost], micro_batches: int = 1,
+                 parts: dict[str, Any] | None = None) -> Any:
     r"""Every op of every micro-batch one after the other.
 
     .. math:: t = \mu \sum_{ops} n_{op}\, t_{op}
+
+    summed as the per-resource parts of :func:`by_resource` (each op's time is charged to
+    exactly one resource), ``parts`` where they are computed already.
     """
-    return micro_batches * sum(c.op.count * c.time_s for c in costs)
+    if parts is None:
+        parts = by_resource(costs, micro_batches)
+    return sum(parts.values())
 
 
 def ideal_s(costs: list[Cost]) -> Any:
