@@ -186,6 +186,24 @@ def test_sums_of_nonnegative_terms_regroup():
                                    (xs - 1.0) * 8.0 + ys + 6.0, rtol=1e-15)
 
 
+def test_instructions_decided_by_the_inputs_bounds_fold():
+    """With x in [1, 10]: max(x, 0.5) and min(x, 20) are x, the comparisons no x satisfies
+    (either operand order) are 0 and a select on them takes its other value; those inside
+    the range stay. The same values as without the bounds."""
+    xs = np.linspace(1.0, 10.0, 1001)
+    for bounds, n_instructions in (((1.0, 10.0), 5), (None, 19)):
+        tape = T.Tape()
+        x = tape.input("x", bounds=bounds)
+        y = np.maximum(x, 0.5) + np.minimum(x, 20.0)
+        never = (np.greater(x, 10.0) | np.less(10.0, x) | np.less(x, 1.0)
+                 | np.greater(0.5, x) | np.greater_equal(0.5, x) | np.less_equal(11.0, x))
+        inside = np.greater(x, 5.0) | np.less(5.0, x)
+        prog = T.compile_outputs(tape, {"out": np.where(never, 100.0, y) + inside})
+        assert prog.n_instructions == n_instructions, bounds
+        np.testing.assert_array_equal(TE.run(prog, {"x": xs}, xs.size)["out"],
+                                      2.0 * xs + (xs > 5.0))
+
+
 # ---- the compiled building blocks against numpy ----------------------------------------------
 
 def _edge_values():

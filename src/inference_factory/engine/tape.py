@@ -516,7 +516,13 @@ def _interval(op: str, b: list, tables: list) -> tuple[float, float]:
         elif op in ("exp", "log", "sqrt", "log1p", "trunc", "floor", "ceil"):
             f = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "log1p": np.log1p,
                  "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}[op]
-            r = (float(f(b[0][0])), float(f(b[0][1])))       # monotone non-decreasing
+            lo, hi = float(f(b[0][0])), float(f(b[0][1]))     # monotone non-decreasing
+            if op in ("exp", "log"):    # the compiled ones: within 4 ulp of numpy's, and
+                # of the same sign (e^x >= 0; ln x >= 0 from x >= 1, <= 0 up to 1)
+                lo = lo - 4.0 * np.spacing(abs(lo)) if lo != 0.0 else 0.0
+                hi = hi + 4.0 * np.spacing(abs(hi)) if hi != 0.0 else 0.0
+                lo = max(lo, 0.0) if op == "exp" else lo
+            r = (lo, hi)
         elif op in _BOOL_OUT:
             r = (0.0, 1.0)
         elif op == "neg":
@@ -535,8 +541,8 @@ def _interval(op: str, b: list, tables: list) -> tuple[float, float]:
     return r if not (np.isnan(r[0]) or np.isnan(r[1])) else _ANY
 
 
-def _nonneg(tape: Tape, order: list[int]) -> set:
-    """The nodes never negative (NaN aside), by interval arithmetic in recording order from
+def _bounds(tape: Tape, order: list[int]) -> dict[int, tuple]:
+    """(lo, hi) of every node (NaN aside), by interval arithmetic in recording order from
     the bounds of the inputs (none: unbounded)."""
     bounds: dict[int, tuple] = {}
     for n in order:
@@ -546,14 +552,101 @@ def _nonneg(tape: Tape, order: list[int]) -> set:
             continue
         b = [(a, a) if kind == "k" else bounds[a] for kind, a in ops]
         bounds[n] = _interval(op, b, [tape.tables[t] for t in tables])
-    return {n for n, (lo, _) in bounds.items() if lo >= 0.0}
+    return bounds
+
+
+def _rebuild(tape: Tape, outputs: Mapping[str, Any], live: set, rewrite):
+    """A new tape of the live nodes (and every input), in recording order: ``rewrite(n, op,
+    operands, tables, region, emit)`` gives each node's value, ``("v", node)`` or ``("k",
+    value)``, from its operands' new values; ``emit(op, operands, tables, region)`` records
+    an instruction on the new tape and returns its value. Returns the new tape and outputs."""
+    out = Tape()
+    out.tables, out._table_ids, out.inputs = tape.tables, tape._table_ids, tape.inputs
+    val: dict[int, tuple] = {}
+
+    def emit(op, operands, tables=(), region=None):
+        out.nodes.append((op, tuple(operands), tuple(tables)))
+        node = len(out.nodes) - 1
+        if region is not None:
+            out.region_of[node] = region
+        return ("v", node)
+    inputs = [k for k, nd in enumerate(tape.nodes) if nd[0] == "input"]
+    for n in sorted(live.union(inputs)):
+        op, ops, tables = tape.nodes[n]
+        ops = tuple(val[a] if kind == "v" else (kind, a) for kind, a in ops)
+        val[n] = rewrite(n, op, ops, tables, tape.region_of.get(n), emit)
+        assert op != "input" or val[n][0] == "v"
+    for k, v in tape.data.items():
+        out.data[val[k][1]] = v
+    out.bounds = {val[k][1]: v for k, v in tape.bounds.items()}
+    out.region_mask = [val[m][1] if m in val and val[m][0] == "v" else -1
+                       for m in tape.region_mask]
+    outs = {}
+    for name, v in outputs.items():
+        if isinstance(v, Traced):
+            kind, x = val[v.node]
+            v = Traced(out, x) if kind == "v" else x
+        outs[name] = v
+    return out, outs
+
+
+#: comparison -> (a OP k, k OP a) false for every a in [lo, hi]
+_NEVER = {"gt": (lambda lo, hi, k: hi <= k, lambda lo, hi, k: k <= lo),
+          "ge": (lambda lo, hi, k: hi < k, lambda lo, hi, k: k < lo),
+          "lt": (lambda lo, hi, k: lo >= k, lambda lo, hi, k: k >= hi),
+          "le": (lambda lo, hi, k: lo > k, lambda lo, hi, k: k > hi)}
+
+
+def _fold_by_bounds(tape: Tape, outputs: Mapping[str, Any]):
+    """Instructions that the bounds of their operands decide (:func:`_bounds`) removed:
+    ``max(a, k)`` where a >= k is a and ``min(a, k)`` where a <= k is a (NaN stays NaN); a
+    comparison with a constant that no value of the operand's range satisfies is 0 (as for
+    NaN); ``or``/``and``/``where`` with a constant operand that decides them take their
+    value. The same bits as the instructions they replace. Returns a new tape and outputs
+    (the same objects where nothing folds)."""
+    live = _live(tape, outputs)
+    kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
+    bounds = _bounds(tape, sorted(live))
+    new_bounds: dict[int, tuple] = {}
+    boolean: set[int] = set()
+    folded = []
+
+    def rewrite(n, op, ops, tables, region, emit):
+        r = None
+        ks = [j for j, (kind, _) in enumerate(ops) if kind == "k"]
+        if len(ks) == 1 and len(ops) == 2:
+            k, other = ops[ks[0]][1], ops[1 - ks[0]]
+            lo, hi = new_bounds[other[1]]
+            if op in ("max", "min") and ((lo >= k) if op == "max" else (hi <= k)):
+                r = other
+            elif op in _NEVER and _NEVER[op][1 - ks[0]](lo, hi, k):
+                r = ("k", 0.0)
+            elif op == "or":
+                r = ("k", 1.0) if k != 0.0 else (other if other[1] in boolean else None)
+            elif op == "and":
+                r = ("k", 0.0) if k == 0.0 else (other if other[1] in boolean else None)
+        elif op in ("or", "and") and len(ks) == 2:
+            a, b = ops[0][1] != 0.0, ops[1][1] != 0.0
+            r = ("k", float((a or b) if op == "or" else (a and b)))
+        elif op == "where" and ops[0][0] == "k":
+            r = ops[1] if ops[0][1] != 0.0 else ops[2]
+        if r is not None and not (n in kept and r[0] == "k"):
+            folded.append(n)
+            return r
+        v = emit(op, ops, tables, region)
+        new_bounds[v[1]] = bounds.get(n, _ANY)
+        if op in _BOOL_OUT:
+            boolean.add(v[1])
+        return v
+    new = _rebuild(tape, outputs, live, rewrite)
+    return new if folded else (tape, outputs)
 
 
 def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
     """Sums of non-negative terms regrouped: ``x*a + ... + x*b`` is ``x*(a+b)``, constant
     terms are added once (the FLOPs and bytes of a pass are sums over its ops of a few
     per-point quantities times constants). Only for a sum whose intermediate results are
-    read by the sum alone and whose terms are all >= 0 (:func:`_nonneg`): any order of such
+    read by the sum alone and whose terms are all >= 0 (:func:`_bounds`): any order of such
     a sum is within n ulps of every other (no cancellation). Returns a new tape and outputs
     (the same objects where nothing regroups)."""
     live = _live(tape, outputs)
@@ -566,7 +659,7 @@ def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
             if kind == "v":
                 uses[a] = uses.get(a, 0) + 1
                 user[a] = n
-    pos = _nonneg(tape, order)
+    pos = {n for n, (lo, _) in _bounds(tape, order).items() if lo >= 0.0}
     region = tape.region_of.get
 
     def inner(n):       # an add absorbed into the sum that reads it
@@ -608,51 +701,34 @@ def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
     if not plans:
         return tape, outputs
 
-    out = Tape()
-    out.tables, out._table_ids, out.inputs = tape.tables, tape._table_ids, tape.inputs
-    remap: dict[int, int] = {}
+    def rewrite(n, op, ops, tables, region, emit):
+        if n not in plans:
+            return emit(op, ops, tables, region)
+        groups, const = plans[n]
+        acc = None
+        for x, g in groups.items():
+            if len(g) == 1:
+                term = val[g[0][1]]
+            else:
+                coef = sum(k for k, _ in g)
+                term = val[x] if coef == 1.0 else emit("mul", (val[x], ("k", coef)), (), region)
+            acc = term if acc is None else emit("add", (acc, term), (), region)
+        if const and sum(const) != 0.0:
+            acc = emit("add", (acc, ("k", sum(const))), (), region)
+        return acc
+    val: dict[int, tuple] = {}
 
-    def append(op, operands, tables=(), reg=None):
-        out.nodes.append((op, operands, tables))
-        node = len(out.nodes) - 1
-        if reg is not None:
-            out.region_of[node] = reg
-        return node
-    inputs = [k for k, nd in enumerate(tape.nodes) if nd[0] == "input"]
-    for n in sorted(live.union(inputs)):
-        op, ops, tables = tape.nodes[n]
-        reg = region(n)
-        if n in plans:
-            groups, const = plans[n]
-            acc = None
-            for x, g in groups.items():
-                coef = sum(k for k, _ in g) if len(g) > 1 else None
-                if coef is None:
-                    term = remap[g[0][1]]
-                elif coef == 1.0:
-                    term = remap[x]
-                else:
-                    term = append("mul", (("v", remap[x]), ("k", coef)), reg=reg)
-                acc = term if acc is None else append("add", (("v", acc), ("v", term)), reg=reg)
-            if const and sum(const) != 0.0:
-                acc = append("add", (("v", acc), ("k", sum(const))), reg=reg)
-            remap[n] = acc
-            continue
-        remap[n] = append(op, tuple((k, remap[a]) if k == "v" else (k, a) for k, a in ops),
-                          tables, reg)
-    for k, v in tape.data.items():
-        out.data[remap[k]] = v
-    out.bounds = {remap[k]: v for k, v in tape.bounds.items()}
-    out.region_mask = [remap.get(m, -1) for m in tape.region_mask]
-    return out, {name: Traced(out, remap[v.node]) if isinstance(v, Traced) else v
-                 for name, v in outputs.items()}
+    def recording(n, *args):
+        val[n] = rewrite(n, *args)
+        return val[n]
+    return _rebuild(tape, outputs, live, recording)
 
 
 def compile_outputs(tape: Tape, outputs: Mapping[str, Any]) -> Program:
     """Keep the instructions the outputs need (in recording order, sums of non-negative
     terms regrouped: :func:`_regroup_sums`), and give each value a register that is freed
     after its last use; each distinct constant gets a register of its own."""
-    tape, outputs = _regroup_sums(tape, outputs)
+    tape, outputs = _regroup_sums(*_fold_by_bounds(tape, outputs))
     live = _live(tape, outputs)
     order = sorted(live)
     kept = {v.node for v in outputs.values() if isinstance(v, Traced)}
