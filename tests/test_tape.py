@@ -171,19 +171,23 @@ def test_constants_fold_and_common_subexpressions_merge():
 
 def test_sums_of_nonnegative_terms_regroup():
     """(x-1)*3 + y + (x-1)*5 + 2 + 4: where the inputs' bounds show every term >= 0 (x >= 1)
-    the compiler adds (x-1)*8 and 6 once; where a term may be negative (x >= 0, or no bounds)
-    the sum keeps its written order (regrouping could change a cancellation). The same
-    values either way (to rounding)."""
+    the compiler adds (x-1)*8 and 6 once, and ((x-1)*3 + y*2 + 4)*0.5 is (x-1)*1.5 + y + 2;
+    where a term may be negative (x >= 0, or no bounds) the sums keep their written order
+    (regrouping could change a cancellation). The same values either way (to rounding)."""
     xs = np.linspace(1.0, 10.0, 1000)
     ys = np.linspace(0.0, 3.0, 1000)
-    for bounds, n_instructions in (((1.0, 10.0), 3), ((0.0, np.inf), 5), (None, 5)):
+    for bounds, n_sum, n_scaled in (((1.0, 10.0), 3, 3), ((0.0, np.inf), 5, 5), (None, 5, 5)):
         tape = T.Tape()
         x, y = tape.input("x", bounds=bounds), tape.input("y", bounds=bounds)
         s = (x - 1.0) * 3.0 + y + (x - 1.0) * 5.0 + 2.0 + 4.0
         prog = T.compile_outputs(tape, {"s": s})
-        assert prog.n_instructions == n_instructions, bounds
+        assert prog.n_instructions == n_sum, bounds
         np.testing.assert_allclose(TE.run(prog, {"x": xs, "y": ys}, xs.size)["s"],
                                    (xs - 1.0) * 8.0 + ys + 6.0, rtol=1e-15)
+        prog = T.compile_outputs(tape, {"s": ((x - 1.0) * 3.0 + y * 2.0 + 4.0) * 0.5})
+        assert prog.n_instructions == n_scaled, bounds
+        np.testing.assert_allclose(TE.run(prog, {"x": xs, "y": ys}, xs.size)["s"],
+                                   (xs - 1.0) * 1.5 + ys + 2.0, rtol=1e-15)
 
 
 def test_instructions_decided_by_the_inputs_bounds_fold():

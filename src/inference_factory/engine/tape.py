@@ -644,8 +644,9 @@ def _fold_by_bounds(tape: Tape, outputs: Mapping[str, Any]):
 
 def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
     """Sums of non-negative terms regrouped: ``x*a + ... + x*b`` is ``x*(a+b)``, constant
-    terms are added once (the FLOPs and bytes of a pass are sums over its ops of a few
-    per-point quantities times constants). Only for a sum whose intermediate results are
+    terms are added once, and a sum times a constant, ``(x*a + c)*k``, is ``x*(a k) + c k``
+    (the FLOPs and bytes of a pass are sums over its ops of a few per-point quantities times
+    constants, divided by a peak). Only for a sum whose intermediate results are
     read by the sum alone and whose terms are all >= 0 (:func:`_bounds`): any order of such
     a sum is within n ulps of every other (no cancellation). Returns a new tape and outputs
     (the same objects where nothing regroups)."""
@@ -667,9 +668,16 @@ def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
                 and tape.nodes[user[n]][0] == "add" and region(user[n]) == region(n))
     plans: dict[int, tuple] = {}
     for root in order:
-        if tape.nodes[root][0] != "add" or inner(root):
+        op, ops, _ = tape.nodes[root]
+        if op == "add" and not inner(root):
+            top, scale = root, 1.0
+        elif (op == "mul" and ops[0][0] == "v" and ops[1][0] == "k" and ops[1][1] >= 0.0
+              and tape.nodes[ops[0][1]][0] == "add" and uses.get(ops[0][1]) == 1
+              and ops[0][1] not in kept and region(ops[0][1]) == region(root)):
+            top, scale = ops[0][1], ops[1][1]       # (sum) * k: k into the terms
+        else:
             continue
-        terms, const, stack, n_adds = [], [], [root], 0
+        terms, const, stack, n_adds = [], [], [top], 0
         while stack:
             n = stack.pop()
             n_adds += 1
@@ -689,32 +697,31 @@ def _regroup_sums(tape: Tape, outputs: Mapping[str, Any]):
                 groups.setdefault(ops[0][1], []).append((ops[1][1], a))
             else:
                 groups.setdefault(a, []).append((1.0, a))
-        merged = [g for g in groups.values() if len(g) > 1]
-        if not merged and len(const) < 2:
-            continue
-        freed = n_adds + sum(1 for g in merged for _, a in g
-                             if tape.nodes[a][0] == "mul" and uses.get(a) == 1)
-        new = len(groups) + (1 if const else 0) - 1 + sum(1 for g in merged
-                                                          if sum(k for k, _ in g) != 1.0)
-        if new < freed:
-            plans[root] = (groups, const)
+        # every term of a scaled sum takes a multiply of its own
+        redone = [g for g in groups.values() if len(g) > 1 or top != root]
+        freed = n_adds + (top != root) + sum(1 for g in redone for _, a in g
+                                             if tape.nodes[a][0] == "mul" and uses.get(a) == 1)
+        new = len(groups) + (1 if const else 0) - 1 + sum(
+            1 for g in redone if sum(k for k, _ in g) * scale != 1.0)
+        if new < freed and (redone or len(const) > 1):
+            plans[root] = (groups, const, scale)
     if not plans:
         return tape, outputs
 
     def rewrite(n, op, ops, tables, region, emit):
         if n not in plans:
             return emit(op, ops, tables, region)
-        groups, const = plans[n]
+        groups, const, scale = plans[n]
         acc = None
         for x, g in groups.items():
-            if len(g) == 1:
+            if len(g) == 1 and scale == 1.0:
                 term = val[g[0][1]]
             else:
-                coef = sum(k for k, _ in g)
+                coef = sum(k for k, _ in g) * scale
                 term = val[x] if coef == 1.0 else emit("mul", (val[x], ("k", coef)), (), region)
             acc = term if acc is None else emit("add", (acc, term), (), region)
-        if const and sum(const) != 0.0:
-            acc = emit("add", (acc, ("k", sum(const))), (), region)
+        if const and sum(const) * scale != 0.0:
+            acc = emit("add", (acc, ("k", sum(const) * scale)), (), region)
         return acc
     val: dict[int, tuple] = {}
 
