@@ -71,6 +71,7 @@ class Tape:
         self._table_ids: dict[tuple, int] = {}
         self._cse: dict[tuple, int] = {}
         self.inputs: list[str] = []
+        self.input_nodes: list[int] = []         # the node of each input, in order
         self.data: dict[int, np.ndarray] = {}
         self.bounds: dict[int, tuple] = {}       # input -> (lo, hi) (see :meth:`input`)
         self.region_of: dict[int, int] = {}      # node -> guarded region (see :meth:`guarded`)
@@ -84,6 +85,7 @@ class Tape:
         knows which sums have no negative term (:func:`_regroup_sums`)."""
         self.nodes.append(("input", (), ()))
         self.inputs.append(name)
+        self.input_nodes.append(len(self.nodes) - 1)
         if data is not None:
             self.data[len(self.nodes) - 1] = data
         if bounds is not None:
@@ -495,63 +497,64 @@ _ANY = (-np.inf, np.inf)
 def _interval(op: str, b: list, tables: list) -> tuple[float, float]:
     """Bounds of an instruction's result from its operands' bounds ``b`` (NaN aside: a NaN
     stays NaN in any order of a sum). Computed with the instruction's own float operation,
-    which is monotone, so they bound the rounded results too."""
-    with np.errstate(all="ignore"):
-        if op in ("add", "sub", "mul", "div", "max", "min"):
-            (la, ha), (lb, hb) = b
-            if op == "add":
-                r = (la + lb, ha + hb)
-            elif op == "sub":
-                r = (la - hb, ha - lb)
-            elif op == "max":
-                r = (max(la, lb), max(ha, hb))
-            elif op == "min":
-                r = (min(la, lb), min(ha, hb))
-            elif op == "mul":
-                # 0 x unbounded is 0: a bound is no value, the values are finite
-                p = [0.0 if x == 0.0 or y == 0.0 else x * y for x in (la, ha) for y in (lb, hb)]
-                r = (min(p), max(p))
-            else:
-                r = (la / hb, ha / lb) if la >= 0.0 and lb > 0.0 else _ANY
-        elif op in ("exp", "log", "sqrt", "log1p", "trunc", "floor", "ceil"):
-            f = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "log1p": np.log1p,
-                 "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}[op]
-            lo, hi = float(f(b[0][0])), float(f(b[0][1]))     # monotone non-decreasing
-            if op in ("exp", "log"):    # the compiled ones: within 4 ulp of numpy's, and
-                # of the same sign (e^x >= 0; ln x >= 0 from x >= 1, <= 0 up to 1)
-                lo = lo - 4.0 * np.spacing(abs(lo)) if lo != 0.0 else 0.0
-                hi = hi + 4.0 * np.spacing(abs(hi)) if hi != 0.0 else 0.0
-                lo = max(lo, 0.0) if op == "exp" else lo
-            r = (lo, hi)
-        elif op in _BOOL_OUT:
-            r = (0.0, 1.0)
-        elif op == "neg":
-            r = (-b[0][1], -b[0][0])
-        elif op == "where":
-            r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
-        elif op in ("take", "interp"):
-            t = tables[-1]
-            r = (float(t.min()), float(t.max()))
-        elif op == "search_right":
-            r = (0.0, float(tables[0].size))
-        elif op == "pow" and b[0][0] >= 0.0:
-            r = (0.0, np.inf)
+    which is monotone, so they bound the rounded results too. A NaN bound (inf - inf) is
+    taken as unbounded (called under ``np.errstate(all="ignore")``: :func:`_bounds`)."""
+    if op in ("add", "sub", "mul", "div", "max", "min"):
+        (la, ha), (lb, hb) = b
+        if op == "add":
+            r = (la + lb, ha + hb)
+        elif op == "sub":
+            r = (la - hb, ha - lb)
+        elif op == "max":
+            r = (max(la, lb), max(ha, hb))
+        elif op == "min":
+            r = (min(la, lb), min(ha, hb))
+        elif op == "mul":
+            # 0 x unbounded is 0: a bound is no value, the values are finite
+            p = [0.0 if x == 0.0 or y == 0.0 else x * y for x in (la, ha) for y in (lb, hb)]
+            r = (min(p), max(p))
         else:
-            r = _ANY
-    return r if not (np.isnan(r[0]) or np.isnan(r[1])) else _ANY
+            r = (la / hb, ha / lb) if la >= 0.0 and lb > 0.0 else _ANY
+    elif op in ("exp", "log", "sqrt", "log1p", "trunc", "floor", "ceil"):
+        f = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "log1p": np.log1p,
+             "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}[op]
+        lo, hi = float(f(b[0][0])), float(f(b[0][1]))     # monotone non-decreasing
+        if op in ("exp", "log"):    # the compiled ones: within 4 ulp of numpy's, and
+            # of the same sign (e^x >= 0; ln x >= 0 from x >= 1, <= 0 up to 1)
+            lo = lo - 4.0 * np.spacing(abs(lo)) if lo != 0.0 else 0.0
+            hi = hi + 4.0 * np.spacing(abs(hi)) if hi != 0.0 else 0.0
+            lo = max(lo, 0.0) if op == "exp" else lo
+        r = (lo, hi)
+    elif op in _BOOL_OUT:
+        r = (0.0, 1.0)
+    elif op == "neg":
+        r = (-b[0][1], -b[0][0])
+    elif op == "where":
+        r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+    elif op in ("take", "interp"):
+        t = tables[-1]
+        r = (float(t.min()), float(t.max()))
+    elif op == "search_right":
+        r = (0.0, float(tables[0].size))
+    elif op == "pow" and b[0][0] >= 0.0:
+        r = (0.0, np.inf)
+    else:
+        r = _ANY
+    return r if r[0] == r[0] and r[1] == r[1] else _ANY         # NaN: unbounded
 
 
 def _bounds(tape: Tape, order: list[int]) -> dict[int, tuple]:
     """(lo, hi) of every node (NaN aside), by interval arithmetic in recording order from
     the bounds of the inputs (none: unbounded)."""
     bounds: dict[int, tuple] = {}
-    for n in order:
-        op, ops, tables = tape.nodes[n]
-        if op == "input":
-            bounds[n] = tape.bounds.get(n, _ANY)
-            continue
-        b = [(a, a) if kind == "k" else bounds[a] for kind, a in ops]
-        bounds[n] = _interval(op, b, [tape.tables[t] for t in tables])
+    with np.errstate(all="ignore"):
+        for n in order:
+            op, ops, tables = tape.nodes[n]
+            if op == "input":
+                bounds[n] = tape.bounds.get(n, _ANY)
+                continue
+            b = [(a, a) if kind == "k" else bounds[a] for kind, a in ops]
+            bounds[n] = _interval(op, b, [tape.tables[t] for t in tables])
     return bounds
 
 
@@ -570,12 +573,12 @@ def _rebuild(tape: Tape, outputs: Mapping[str, Any], live: set, rewrite):
         if region is not None:
             out.region_of[node] = region
         return ("v", node)
-    inputs = [k for k, nd in enumerate(tape.nodes) if nd[0] == "input"]
-    for n in sorted(live.union(inputs)):
+    for n in sorted(live.union(tape.input_nodes)):
         op, ops, tables = tape.nodes[n]
         ops = tuple(val[a] if kind == "v" else (kind, a) for kind, a in ops)
         val[n] = rewrite(n, op, ops, tables, tape.region_of.get(n), emit)
-        assert op != "input" or val[n][0] == "v"
+        if op == "input":
+            out.input_nodes.append(val[n][1])
     for k, v in tape.data.items():
         out.data[val[k][1]] = v
     out.bounds = {val[k][1]: v for k, v in tape.bounds.items()}
@@ -613,7 +616,7 @@ def _fold_by_bounds(tape: Tape, outputs: Mapping[str, Any]):
 
     def rewrite(n, op, ops, tables, region, emit):
         r = None
-        ks = [j for j, (kind, _) in enumerate(ops) if kind == "k"]
+        ks = [j for j in range(len(ops)) if ops[j][0] == "k"]
         if len(ks) == 1 and len(ops) == 2:
             k, other = ops[ks[0]][1], ops[1 - ks[0]]
             lo, hi = new_bounds[other[1]]
