@@ -67,6 +67,7 @@ class _Emitter:
 
     def __init__(self):
         self.lines: list[str] = []
+        self.block = ""             # the basic block being written
         self.n = 0
         self.vt = f"<{LANES} x double>"
         self.it = f"<{LANES} x i64>"
@@ -171,7 +172,6 @@ class _Codegen:
         self.offsets: dict[bytes, int] = {}
         self.extra: list[np.ndarray] = []
         self.size = 0
-        self.widths: dict[str, int] = {}
         self.funcs: dict[str, list[str]] = {}
 
     def label(self) -> str:
@@ -343,16 +343,13 @@ class _Codegen:
                     up = e(f"icmp ne {i8} {bit}, zeroinitializer")
                     r = e(f"select <8 x i1> {up}, {v8} {hi}, {v8} {r}")
             parts.append(r)
+        width = 8                   # the parts joined pairwise into one vector of LANES
         while len(parts) > 1:
-            merged = []
-            for a, b in zip(parts[::2], parts[1::2]):
-                width = self.widths.get(a, 8)
-                m = e(f"shufflevector <{width} x double> {a}, <{width} x double> {b}, "
-                      f"<{2 * width} x i32> <" + ", ".join(f"i32 {k}" for k in range(2 * width))
-                      + ">")
-                self.widths[m] = 2 * width
-                merged.append(m)
-            parts = merged
+            parts = [e(f"shufflevector <{width} x double> {a}, <{width} x double> {b}, "
+                       f"<{2 * width} x i32> <"
+                       + ", ".join(f"i32 {k}" for k in range(2 * width)) + ">")
+                     for a, b in zip(parts[::2], parts[1::2])]
+            width *= 2
         return parts[0]
 
     def count_le(self, x, t0, tlen):
@@ -477,12 +474,16 @@ class _Codegen:
         raise NotImplementedError(name)
 
     def module(self) -> str:
+        """The LLVM module: ``kernel`` loops over vectors of points; each program register is
+        a stack slot (promoted to SSA values by LLVM), inputs are loaded into theirs, the
+        instructions run in order (a ``skip`` branches over its region), and the output
+        registers are stored; the tables read lane by lane are one constant array."""
         p, e = self.p, self.e
         vt = e.vt
         code, imm = p.code, p.immediates
         names, uniq, _, _ = p.layout
         e.raw("define void @kernel(ptr noalias %xs, ptr noalias %ys, i64 %lo, i64 %hi) #0 {")
-        e.raw("entry:")
+        e.start("entry")
         slots = [e(f"alloca {vt}, align 64") for _ in range(p.n_regs)]
         for r, v in zip(p.const_regs.tolist(), p.const_values.tolist()):
             e.raw(f"  store {vt} {e.splat(v)}, ptr {slots[r]}")
