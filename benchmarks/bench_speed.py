@@ -89,7 +89,9 @@ def nonsep_grid(n: int, draft: bool, seed: int = 0) -> dict:
 
 def _release_freed_memory() -> None:
     """Give the warm-up's freed arrays back to the OS (glibc keeps freed blocks in its heap):
-    peak RSS then measures the timed call, not the warm-up's leftovers."""
+    peak RSS then measures the timed call, not the warm-up's leftovers. Only for the memory
+    workloads: the rate workloads time a call that reuses that memory, as a repeated call
+    (a Monte Carlo loop) does; fresh pages cost more on first touch."""
     import ctypes
     import gc
     gc.collect()
@@ -129,7 +131,8 @@ def _evaluate_worker(name: str, n: int) -> dict:
     model, hw = kw.pop("model"), kw.pop("hardware")
     inf.evaluate(model, hw, **kw, **warm, **extra)
     del warm
-    _release_freed_memory()
+    if name.startswith("rss"):
+        _release_freed_memory()
     t0 = time.perf_counter()
     for _ in range(calls):
         inf.evaluate(model, hw, **kw, **grid, **extra)
