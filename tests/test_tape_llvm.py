@@ -193,3 +193,18 @@ def test_short_lists_do_not_compile(monkeypatch, tmp_path):
     assert TL.kernel_for(prog, TL.COMPILE_MIN_POINTS - 1) is None
     out = TE.run(prog, {"x": np.arange(5000.0)}, 5000)["y"]
     np.testing.assert_array_equal(out, np.arange(5000.0) * 2.0)
+
+
+def test_kernels_compiled_and_run_from_several_threads(compile_all):
+    """Threads compiling and running kernels at once (LLVM's context is shared with numba's:
+    compiles are serialised) give each the single-threaded result."""
+    from concurrent.futures import ThreadPoolExecutor
+    progs = [_program(lambda x, k=k: np.exp(x * (0.1 * k)) + np.log(x + k), "x")
+             for k in range(1, 5)]
+    x = np.linspace(0.5, 40.0, 4096)
+    want = [np.exp(x * (0.1 * k)) + np.log(x + k) for k in range(1, 5)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda p: TE.run(p, {"x": x}, x.size)["y"], progs * 2))
+    assert len(compile_all) == 8            # every call ran a kernel
+    for g, w in zip(got, want * 2):
+        np.testing.assert_allclose(g, w, rtol=1e-14)

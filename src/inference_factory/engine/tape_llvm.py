@@ -597,12 +597,13 @@ class Kernel:
 
     def __init__(self, obj: bytes):
         ll = _target()[0]
-        # the engine owns (and frees) its target machine: a new one each
-        tm = _machine(ll, _STATE["cpu"], _STATE["features"])
-        self.engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
-        self.engine.add_object_file(ll.ObjectFileRef.from_data(obj))
-        self.engine.finalize_object()
-        addr = self.engine.get_function_address("kernel")
+        with _llvm_lock():
+            # the engine owns (and frees) its target machine: a new one each
+            tm = _machine(ll, _STATE["cpu"], _STATE["features"])
+            self.engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
+            self.engine.add_object_file(ll.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
+            addr = self.engine.get_function_address("kernel")
         if not addr:
             raise RuntimeError("compiled kernel has no entry point")
         self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
@@ -613,16 +614,25 @@ class Kernel:
             self.fn(xa.ctypes.data, ya.ctypes.data, lo, hi)
 
 
+def _llvm_lock():
+    """The lock numba holds while it uses LLVM: LLVM's global context and a target machine
+    are not safe for two threads at once (ours, or ours and numba's)."""
+    from numba.core.compiler_lock import global_compiler_lock
+    return global_compiler_lock
+
+
 def compile_ir(text: str, speed_level: int = 2) -> bytes:
     """Object code of the LLVM module ``text``, optimised for this CPU."""
     ll, tm, _ = _target()
-    mod = ll.parse_assembly(text)
-    mod.triple = tm.triple
-    mod.data_layout = str(tm.target_data)
-    mod.verify()
-    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(speed_level=speed_level))
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod)
+    with _llvm_lock():
+        mod = ll.parse_assembly(text)
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(
+            speed_level=speed_level))
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_object(mod)
 
 
 def kernel_for(program, n_points: int) -> Kernel | None:
