@@ -208,3 +208,27 @@ def test_kernels_compiled_and_run_from_several_threads(compile_all):
     assert len(compile_all) == 8            # every call ran a kernel
     for g, w in zip(got, want * 2):
         np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+def test_disk_cache_keeps_the_most_recently_used_kernels(compile_all, monkeypatch, tmp_path):
+    """Beyond MAX_CACHED_KERNELS files the least recently used kernels are removed; a
+    kernel loaded from disk counts as used; other files in the folder are never touched."""
+    import os
+    monkeypatch.setattr(TL, "MAX_CACHED_KERNELS", 2)
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    progs = [_program(lambda x, k=k: x * (k + 2.0), "x") for k in range(3)]
+    x = np.arange(64.0)
+    _both(progs[0], x=x)
+    _both(progs[1], x=x)
+    first = sorted(folder.glob("*.o"), key=lambda f: f.stat().st_mtime)
+    for age, f in enumerate(first):          # clearly ordered times: 0 older than 1
+        os.utime(f, (1e9 + age, 1e9 + age))
+    monkeypatch.setattr(TL, "_KERNELS", {})
+    _both(progs[0], x=x)                     # read from disk: now the most recent
+    _both(progs[2], x=x)                     # a third file: the least recent goes
+    names = {f.name for f in folder.glob("*.o")}
+    assert len(names) == 2
+    assert first[0].name in names and first[1].name not in names
+    assert (folder / "notes.txt").read_text() == "mine"

@@ -26,9 +26,11 @@ program, this module's source, the LLVM version and the CPU (:func:`kernel_for`)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
+import re
 import struct
 import tempfile
 import threading
@@ -666,10 +668,11 @@ def kernel_for(program, n_points: int) -> Kernel | None:
             _KERNELS[key] = None
             return None
         _store(path, obj)
+    else:
+        _touch(path)
     try:
         kernel = Kernel(obj)
     except Exception:
-        import traceback; traceback.print_exc()
         kernel = None
     if len(_KERNELS) >= _MAX_KERNELS:
         _KERNELS.pop(next(iter(_KERNELS)))
@@ -694,11 +697,46 @@ def _key(program, tag: str) -> str:
 
 def _store(path: Path, obj: bytes):
     """Write ``obj`` to ``path`` after its SHA-256 digest, atomically (a temporary file
-    renamed); nothing if the cache folder cannot be written."""
+    renamed), then trim the folder to :data:`MAX_CACHED_KERNELS`; nothing if the cache
+    folder cannot be written."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+            tmp = f.name
             f.write(hashlib.sha256(obj).digest() + obj)
-        os.replace(f.name, path)
+        os.replace(tmp, path)
+        tmp = None
+        _trim(path.parent)
     except OSError:
-        pass
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+#: Kernels kept on disk (100-300 kB each); beyond, the least recently used are removed.
+MAX_CACHED_KERNELS = 512
+
+_KERNEL_FILE = re.compile(r"[0-9a-f]{64}\.o")
+
+
+def _touch(path: Path):
+    """Mark a cached kernel as used now (its modification time orders the trimming)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _trim(folder: Path):
+    """Remove the least recently used kernel files beyond :data:`MAX_CACHED_KERNELS` (only
+    files named as this module names them)."""
+    files = [f for f in folder.iterdir() if _KERNEL_FILE.fullmatch(f.name)]
+    if len(files) <= MAX_CACHED_KERNELS:
+        return
+    def used(f):
+        try:
+            return f.stat().st_mtime
+        except OSError:
+            return 0.0
+    for f in sorted(files, key=used)[:len(files) - MAX_CACHED_KERNELS]:
+        with contextlib.suppress(OSError):
+            f.unlink()
