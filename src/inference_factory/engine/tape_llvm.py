@@ -168,8 +168,11 @@ class _Codegen:
         if permute is None:
             permute = PERMUTE
         if permute is None:
+            # 512-bit registers: AVX-512F, and not an AVX10 core limited to 256 bits (LLVM
+            # aborts the process on a 512-bit permute it cannot lower)
             _target()
-            permute = "+avx512f" in _STATE["features"].split(",")
+            features = _STATE["features"].split(",")
+            permute = "+avx512f" in features and "-evex512" not in features
         self.permute = permute and LANES % 8 == 0      # AVX-512 variable permutes
         self.offsets: dict[bytes, int] = {}
         self.extra: list[np.ndarray] = []
