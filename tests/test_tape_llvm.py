@@ -184,15 +184,25 @@ def test_kernels_are_cached_on_disk_and_damaged_files_recompiled(compile_all, mo
     assert data[:32] == hashlib.sha256(data[32:]).digest()
 
 
-def test_short_lists_do_not_compile(monkeypatch, tmp_path):
-    """Below COMPILE_MIN_POINTS a new program is interpreted, not compiled."""
+def test_a_kernel_is_compiled_once_enough_points_went_through_its_program(monkeypatch,
+                                                                          tmp_path):
+    """Below COMPILE_MIN_POINTS points, in one call or several, a new program is
+    interpreted; the call that reaches it compiles the kernel, which later calls use."""
     monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(TL, "_KERNELS", {})
-    monkeypatch.setattr(TL, "compile_ir", lambda *a: pytest.fail("compiled"))
+    monkeypatch.setattr(TL, "_POINTS_SEEN", {})
+    monkeypatch.setattr(TL, "COMPILE_MIN_POINTS", 12_000)
+    compiled = []
+    real = TL.compile_ir
+    monkeypatch.setattr(TL, "compile_ir", lambda *a: compiled.append(1) or real(*a))
+    ran = []
+    real_parallel = TE._parallel
+    monkeypatch.setattr(TE, "_parallel", lambda k, *a: ran.append(k) or real_parallel(k, *a))
     prog = _program(lambda x: x * 2.0, "x")
-    assert TL.kernel_for(prog, TL.COMPILE_MIN_POINTS - 1) is None
-    out = TE.run(prog, {"x": np.arange(5000.0)}, 5000)["y"]
-    np.testing.assert_array_equal(out, np.arange(5000.0) * 2.0)
+    x = np.arange(5000.0)
+    for calls in range(1, 5):                   # 5,000 points a call: the third reaches 12,000
+        np.testing.assert_array_equal(TE.run(prog, {"x": x}, x.size)["y"], x * 2.0)
+        assert len(compiled) == (calls >= 3) and len(ran) == max(calls - 2, 0), calls
 
 
 def test_kernels_compiled_and_run_from_several_threads(compile_all):

@@ -554,14 +554,16 @@ class _Codegen:
 #: Whether point lists use compiled kernels at all (else the interpreter runs every one).
 ENABLED = True
 
-#: A new kernel is compiled for a call of at least this many points (compiling costs about as
-#: much as interpreting 1-4 such calls); a kernel already compiled (in this process or cached
-#: on disk) is used for any point list the fused pass takes.
+#: A new kernel is compiled once a process has run this many points through its program (in
+#: one call or several: compiling costs about as much as interpreting 1-4 times as many); a
+#: kernel already compiled (in this process or cached on disk) is used for any point list the
+#: fused pass takes.
 COMPILE_MIN_POINTS = 1 << 19
 
 _LOCK = threading.Lock()
 _STATE: dict = {}
 _KERNELS: dict[str, "Kernel | None"] = {}     # digest of the IR -> kernel (None: failed)
+_POINTS_SEEN: dict[str, int] = {}             # digest -> points interpreted in this process
 _MAX_KERNELS = 64
 
 
@@ -642,8 +644,9 @@ def compile_ir(text: str, speed_level: int = 2) -> bytes:
 
 def kernel_for(program, n_points: int) -> Kernel | None:
     """The compiled kernel of ``program``: from this process, else from the disk cache, else
-    compiled now if ``n_points`` >= :data:`COMPILE_MIN_POINTS`; None otherwise (and where
-    LLVM fails: the interpreter runs instead)."""
+    compiled now once this process has run :data:`COMPILE_MIN_POINTS` points through the
+    program (this call's ``n_points`` included); None otherwise (and where LLVM fails: the
+    interpreter runs instead)."""
     try:
         tag = _target()[2]
     except Exception:               # no usable LLVM target: interpret
@@ -663,7 +666,12 @@ def kernel_for(program, n_points: int) -> Kernel | None:
         if data[:32] == hashlib.sha256(data[32:]).digest():
             obj = data[32:]
     if obj is None:
-        if n_points < COMPILE_MIN_POINTS:
+        # points this process has run through the program (a Monte Carlo loop of modest
+        # calls reaches the threshold too)
+        _POINTS_SEEN[key] = seen = _POINTS_SEEN.get(key, 0) + n_points
+        if seen < COMPILE_MIN_POINTS:
+            if len(_POINTS_SEEN) > 4 * _MAX_KERNELS:
+                _POINTS_SEEN.pop(next(iter(_POINTS_SEEN)))
             return None
         try:
             obj = compile_ir(_Codegen(program).module())
