@@ -213,3 +213,25 @@ def test_long_label_arrays_equal_numpy_indexing():
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(core._labels(codes[:100]), want[:100])
+
+
+def test_long_point_lists_evaluated_from_several_threads_at_once():
+    """Two threads evaluating long point lists at once (labels gathered on every core, the
+    compiled pass): each gets what it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+    import xarray as xr
+    n = core._PARALLEL_MIN + 11
+
+    def grid(seed):
+        r = np.random.default_rng(seed)
+        return dict(batch_size=xr.DataArray(r.integers(1, 300, n).astype(float), dims="p"),
+                    kv_len=xr.DataArray(r.integers(128, 9000, n).astype(float), dims="p"))
+    grids = [grid(s) for s in (1, 2)]
+    alone = [inf.evaluate("Llama-3.1-8B", "H100-SXM", **g, variables=[
+        "tpot_s", "decode_binding_resource"]) for g in grids]
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda g: inf.evaluate("Llama-3.1-8B", "H100-SXM", **g, variables=[
+            "tpot_s", "decode_binding_resource"]), grids * 2))
+    for got, want in zip(both, alone * 2):
+        xr.testing.assert_allclose(got.tpot_s, want.tpot_s, rtol=1e-12)
+        xr.testing.assert_equal(got.decode_binding_resource, want.decode_binding_resource)

@@ -578,7 +578,8 @@ def take_rows(table: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``table[index]`` (rows of a 2-D table, by int8 row numbers in range), on every core:
     a fresh output costs its page faults more than its copying, and they run in parallel."""
     out = np.empty((index.size, table.shape[1]), dtype=table.dtype)
-    _take_rows(table, np.ascontiguousarray(index).reshape(-1), out)
+    with _LOCK:         # numba's workqueue layer takes one parallel call at a time
+        _take_rows(table, np.ascontiguousarray(index).reshape(-1), out)
     return out
 
 
