@@ -6,8 +6,9 @@
     python benchmarks/bench_speed.py --profile nonsep_dsv3      # where one tile's time goes
 
 Every measurement is a fresh subprocess (PYTHONPATH at that version's ``src``, BLAS at one
-thread, ``INFERENCE_FACTORY_*_DIR`` unset) that imports, warms up (a small call of the same
-kind: specs, tables, compiled code from the on-disk cache) and times one workload:
+thread, ``INFERENCE_FACTORY_*_DIR`` unset) that imports, warms up (a smaller call of the same
+kind: specs, tables, compiled code from the on-disk caches; 2^19 points for the point lists,
+so their program's kernel is compiled or loaded, as in any later run) and times one workload:
 
   nonsep_dsv3   DeepSeek-V3, H800-SXM, dp=32, ep=32, two-batch overlap: ``--points`` random
                 non-separable points (batch, context, prompt, prefill batch, acceptance, cache
