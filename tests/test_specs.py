@@ -568,3 +568,22 @@ def test_spec_lookup_cache_distrusts_recent_stamps(tmp_path, monkeypatch):
         fh.write(_my_gpu(96, "MyAlias2"))
     assert load_hardware("my-gpu").hbm_capacity_bytes == 96 * units.GB
     assert load_hardware("myalias2").name == "My-GPU"
+
+
+def test_a_recent_spec_file_keeps_its_object_while_its_bytes_are_unchanged(tmp_path,
+                                                                            monkeypatch):
+    """A file too recent for its stamp to be trusted is compared by content: repeated
+    loads return the same object (the engine keys its compiled programs on it), an edit of
+    the same size under the same stamp gives a new one."""
+    from inference_factory import specs
+    monkeypatch.setattr(specs, "_stamp", lambda st: (st.st_dev, st.st_ino, st.st_size))
+    monkeypatch.setattr(specs, "_RACY_NS", 10**18)               # never settled
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
+    path = _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias1"))
+    first = load_hardware("my-gpu")
+    assert load_hardware("my-gpu") is first
+    with open(path, "r+", encoding="utf-8") as fh:              # same size, same inode
+        fh.write(_my_gpu(96, "MyAlias2"))
+    again = load_hardware("my-gpu")
+    assert again is not first and again.hbm_capacity_bytes == 96 * units.GB
+    assert load_hardware("my-gpu") is again

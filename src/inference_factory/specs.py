@@ -7,6 +7,7 @@ KV bytes per token) are computed from the architecture here, never typed into a 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -491,7 +492,8 @@ def _parse_model(path: Path) -> ModelSpec:
 
 #: A file or folder changed less than this long before it was read may change again within the
 #: same tick of the file system's clock without its timestamps moving ("racy" timestamps, as in
-#: git's index): what was read from it is not trusted until it is older than this.
+#: git's index): what was read from it is not trusted on its stamp alone until it is older than
+#: this. 2 s is the coarsest timestamp resolution in common use (FAT's modification time).
 _RACY_NS = 2_000_000_000
 
 
@@ -614,17 +616,23 @@ _CACHE: dict[tuple, Any] = {}
 
 
 def _cached(path: Path, parse):
-    """``parse(path)``, once per version of the file (:func:`_stamp`: the same file reached
-    by another path shares it); a file changed too recently to be told apart from its next
-    edit (:data:`_RACY_NS`) is parsed again on every call until it has settled."""
+    """``parse(path)``, once per version of the file (:func:`_stamp`, and the path it was
+    reached by: a spec records its path). A file changed too recently for its stamp to tell
+    it from its next edit (:data:`_RACY_NS`) is kept with the digest of its bytes, read before
+    parsing and compared on each hit until it has settled: the same object while the bytes
+    are the same (the engine keys its compiled programs on the spec objects), parsed again
+    when they differ."""
     st = os.stat(path)
-    key = (parse, _stamp(st))
+    key = (parse, os.fspath(path), _stamp(st))
+    settled = _settled(st, time.time_ns())
+    digest = None if settled else hashlib.sha256(Path(path).read_bytes()).digest()
     hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and (hit[1] is None or hit[1] == digest):
+        if settled and hit[1] is not None:
+            _CACHE[key] = (hit[0], None)
+        return hit[0]
     out = parse(path)
-    if _settled(st, time.time_ns()):
-        _CACHE[key] = out
+    _CACHE[key] = (out, digest)
     return out
 
 

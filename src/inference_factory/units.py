@@ -11,6 +11,7 @@ GBIT = 1e9 / 8.0  # bytes in one gigabit
 US = 1e-6  # one microsecond in seconds
 MS = 1e-3
 SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
 
 #: Bytes per element of each numeric format. FP4 is stored as MXFP4 (OCP Microscaling
 #: format): 4-bit elements plus one 8-bit shared scale per 32-element block = 4.25 bits.

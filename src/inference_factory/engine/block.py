@@ -106,8 +106,8 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     out["decode_flop_per_gpu"] = verify["flop"] + d * dpass["flop"]
     out["decode_hbm_bytes_per_gpu"] = verify["hbm_bytes"] + d * dpass["hbm_bytes"]
     out["tokens_per_step"] = tps
-    out["decode_tokens_per_s_per_gpu"] = kroof.decode_tokens_per_s_per_gpu(
-        batch_per_rank=B, tokens_per_step=tps, step_s=step_s, tp=g.tp)
+    out["decode_tokens_per_s_per_gpu"] = kroof.tokens_per_s_per_gpu(
+        seqs_per_rank=B, tokens_per_seq=tps, step_s=step_s, tp=g.tp)
     out["decode_tokens_per_s_per_user"] = tps / step_s
     out["tpot_s"] = step_s / tps
     out["expert_efficiency_frac"] = 1.0 / g.placement_imbalance
@@ -137,8 +137,10 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     out["prefill_step_s"] = pre_s
     out["prefill_flop_per_gpu"] = pre["flop"]
     out["prefill_hbm_bytes_per_gpu"] = pre["hbm_bytes"]
-    out["prefill_tokens_per_s_per_gpu"] = Bp * P * g.dp / (pre_s * g.n_gpus)
-    out["prefill_computed_tokens_per_s_per_gpu"] = Bp * computed * g.dp / (pre_s * g.n_gpus)
+    out["prefill_tokens_per_s_per_gpu"] = kroof.tokens_per_s_per_gpu(
+        seqs_per_rank=Bp, tokens_per_seq=P, step_s=pre_s, tp=g.tp)
+    out["prefill_computed_tokens_per_s_per_gpu"] = kroof.tokens_per_s_per_gpu(
+        seqs_per_rank=Bp, tokens_per_seq=computed, step_s=pre_s, tp=g.tp)
     out["ttft_s"] = np.maximum(pre_s, restore_s)
     out["prefill_binding_resource"] = binding({r: out[f"prefill_{r}_s"] for r in RESOURCES})
 

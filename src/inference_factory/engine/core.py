@@ -630,6 +630,8 @@ def _labels(codes: np.ndarray) -> np.ndarray:
     else:
         words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
     return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
+
+
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
 _AXIS_ATTRS = {k: {"units": v[1]} for k, v in NUMERIC_AXES.items()}
 

@@ -191,8 +191,9 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
         for weight, corner in _corners(locs):
             out = out + weight * _gather(latency, cell, corner)
     else:
-        # ln eta_c + ln x_0c at the nodes (t0 = x_0 t0(1, x_1..)); the rest per point
-        head = grid.values + np.log(np.exp(grid.axes[0])).reshape((-1,) + (1,) * (len(cs) - 1))
+        # ln eta_c + ln x_0c at the nodes (t0 = x_0 t0(1, x_1..); the axis is ln x_0); the
+        # rest per point
+        head = grid.values + grid.axes[0].reshape((-1,) + (1,) * (len(cs) - 1))
         rest: dict[tuple, np.ndarray] = {}    # t0(1, x_1..) per corner of x_1..
         for weight, corner in _corners(locs):
             if not np.any(weight):

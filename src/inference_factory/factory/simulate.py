@@ -28,9 +28,9 @@ from ..kernels import speculative as kspec
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .config import FactoryConfig, Levers, PoolConfig
 from .kvcache import simulate_prefix_cache
+from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 from .workload import Trace, generate_trace, load_trace
 
-SECONDS_PER_DAY = 86400.0
 _PREC_ORDER = ("fp4", "fp8", "bf16")
 
 
@@ -164,9 +164,9 @@ class DecodeGrid:
         st = self.step_s[ci[None, :], combos, :]                           # (combo, class, batch)
         tk = self.tokens_per_step[ci[None, :], combos]                      # (combo, class)
         step_mix = np.einsum("c,kcb->kb", self.out_share, st)               # (combo, batch)
-        tput = kroof.decode_tokens_per_s_per_gpu(batch_per_rank=self.batch[None, :],
-                                         tokens_per_step=(tk @ self.out_share)[:, None],
-                                         step_s=step_mix, tp=self.tp)
+        tput = kroof.tokens_per_s_per_gpu(seqs_per_rank=self.batch[None, :],
+                                          tokens_per_seq=(tk @ self.out_share)[:, None],
+                                          step_s=step_mix, tp=self.tp)
         tpot = step_mix[:, None, :] / tk[:, :, None]                       # (combo, class, batch)
         return combos, tk, step_mix, tput, tpot
 
@@ -673,7 +673,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,
         "goodput_frac": goodput,
         "goodput_tokens_per_s_per_gpu": out_per_s * goodput / gpus_avg,
-        "required_gpu_hours": gpu_s / 3600.0,
+        "required_gpu_hours": gpu_s / SECONDS_PER_HOUR,
         "gpu_seconds": gpu_s,
         "gpus_avg": gpus_avg, "gpus_peak": float(gpus.max()),
         "nodes_avg": gpus_avg / gpn, "nodes_peak": float(gpus.max()) / gpn,

@@ -36,8 +36,7 @@ import numpy as np
 
 from .. import schema
 from ..errors import SpecError
-
-SECONDS_PER_DAY = 86400.0
+from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 MOONCAKE_BLOCK_TOKENS = 512          # block size of the hash_ids in Mooncake's public traces
 
 __all__ = ["WorkloadClass", "WorkloadSpec", "Trace", "generate_trace", "load_trace",
@@ -301,7 +300,7 @@ class Trace:
     @cached_property
     def hour_of_day(self) -> np.ndarray:
         """Hour of the day (0 .. 23) of each arrival, ``arrival_s`` counted from midnight."""
-        out = ((self.arrival_s % SECONDS_PER_DAY) // 3600).astype(int)
+        out = ((self.arrival_s % SECONDS_PER_DAY) // SECONDS_PER_HOUR).astype(int)
         out.flags.writeable = False
         return out
 

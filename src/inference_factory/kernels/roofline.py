@@ -51,13 +51,14 @@ def step_time_ideal_s(*, compute_s, memory_s, comm_s):
     return np.maximum(np.maximum(compute_s, memory_s), comm_s)
 
 
-def decode_tokens_per_s_per_gpu(*, batch_per_rank, tokens_per_step, step_s, tp):
-    r"""Output tokens/s per GPU of a decode instance.
+def tokens_per_s_per_gpu(*, seqs_per_rank, tokens_per_seq, step_s, tp):
+    r"""Tokens/s per GPU of an instance whose every attention-DP rank advances
+    ``seqs_per_rank`` sequences by ``tokens_per_seq`` tokens in a step of ``step_s`` seconds.
 
-    .. math:: r = \frac{b \, E}{t_{step} \, tp}
+    .. math:: r = \frac{b \, n}{t_{step} \, tp}
 
-    b sequences per attention-DP rank, each emitting E tokens per verify step of t_step
-    seconds; an attention-DP rank spans ``tp`` GPUs (the instance's dp ranks and tp x dp GPUs
-    cancel).
+    Decode: b sequences each emitting E tokens per verify step. Prefill: b prompts of n
+    tokens (or of the n computed after the prefix cache) per prefill step. An attention-DP
+    rank spans ``tp`` GPUs (the instance's dp ranks and tp x dp GPUs cancel).
     """
-    return batch_per_rank * tokens_per_step / (step_s * tp)
+    return seqs_per_rank * tokens_per_seq / (step_s * tp)

@@ -24,13 +24,12 @@ def expected_tokens_per_step_sequence(*, draft_depth, acceptance_by_position):
     .. math:: E(d) = 1 + \sum_{i=1}^{d} \prod_{j=1}^{i} a_j
 
     ``draft_depth`` may be an array of integers 0..D; the cumulative sums are computed once and
-    indexed. Source: as :func:`expected_tokens_per_step`, position-dependent form
+    read at the whole depths with ``numpy.interp`` (exact at the nodes; a per-point depth of a
+    traced block, :mod:`..engine.tape`, cannot index an array). Source: as :func:`expected_tokens_per_step`, position-dependent form
     (vllm PR #38045 base x decay^i parametrisation is a special case).
     """
     a = np.asarray(acceptance_by_position, dtype=float)
     table = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
-    # read at whole depths: interpolation between nodes 0..D is exact there (and takes
-    # traced depths, engine.tape)
     return np.interp(np.trunc(np.clip(draft_depth, 0, a.size)), np.arange(table.size), table)
 
 
