@@ -235,3 +235,15 @@ def test_long_point_lists_evaluated_from_several_threads_at_once():
     for got, want in zip(both, alone * 2):
         xr.testing.assert_allclose(got.tpot_s, want.tpot_s, rtol=1e-12)
         xr.testing.assert_equal(got.decode_binding_resource, want.decode_binding_resource)
+
+
+def test_realism_variants_are_one_object_each():
+    """The engine keys its compiled one-point programs on the realism object: the same
+    variant asked for twice is the same object, in any order of its terms."""
+    from inference_factory.realism import TERMS, Realism, load_realism
+    base = load_realism()
+    a, b = TERMS[0], TERMS[-1]
+    assert base.without(a, b) is base.without(b, a) is base.without(a, b, a)
+    assert base.without(a) is not base.without(b)
+    assert Realism.ideal() is Realism.ideal()
+    assert not any(getattr(Realism.ideal(), t) for t in TERMS)
