@@ -35,7 +35,7 @@ def test_compiled_kernel_equals_numpy_evaluation(name, permute, compile_all, mon
     """N + 5 points: the kernel takes whole vectors of points, the interpreter the last 5.
     Tables read by permutes where the CPU has AVX-512, and (two cases) lane by lane, as on
     other CPUs."""
-    monkeypatch.setattr(TL, "PERMUTE", permute)
+    monkeypatch.setattr(TL, "AVX512", permute)
     kw, draft = CASES[name]
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")
@@ -76,7 +76,12 @@ def _pad(x):
     return np.concatenate([x, np.full(-x.size % TL.LANES, 1.0)])
 
 
-def test_compiled_exp_log_pow_match_numpy(compile_all):
+@pytest.mark.parametrize("avx512", [None, False])
+def test_compiled_exp_log_pow_match_numpy(avx512, compile_all, monkeypatch):
+    """exp, log and pow within 4 ulp of numpy's (2e-13 for pow, computed as exp(y ln x)),
+    its values at the edges (NaN, infinities, signed zeros, subnormals, overflow): reduced by
+    tables on AVX-512 (where this CPU has it), and the interpreter's polynomials."""
+    monkeypatch.setattr(TL, "AVX512", avx512)
     rng = np.random.default_rng(0)
     x = _pad(np.concatenate([rng.uniform(-745, 709, 40_000), rng.uniform(-1, 1, 10_000),
                              _edge_values()]))
@@ -111,7 +116,7 @@ def test_compiled_tables_and_elementwise_ops_equal_the_interpreter(permute, comp
     """interp, searchsorted, take (truncated, clamped index) and the elementwise ops with
     NaN, infinities and signed zeros: bit for bit the interpreter's values; tables read by
     vector permutes (on an AVX-512 CPU) and lane by lane."""
-    monkeypatch.setattr(TL, "PERMUTE", permute)
+    monkeypatch.setattr(TL, "AVX512", permute)
     rng = np.random.default_rng(1)
     xp = np.sort(rng.uniform(-5, 10, 23))
     fp = rng.uniform(-3, 3, 23)
@@ -242,3 +247,17 @@ def test_disk_cache_keeps_the_most_recently_used_kernels(compile_all, monkeypatc
     assert len(names) == 2
     assert first[0].name in names and first[1].name not in names
     assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_exp_and_log_reduction_tables():
+    """The AVX-512 tables against independent computations: 2^(j/16) by numpy's exp2 (to the
+    rounding of a double), ln c_j = hi + lo against math.log (hi the nearest double), c_5 = 1
+    exactly (ln x near 1 keeps its relative accuracy), centres 3/4 + j/20 over [3/4, 3/2]."""
+    import math
+    np.testing.assert_allclose(TL.EXP_TABLE, np.exp2(np.arange(16) / 16.0), rtol=1.2e-16)
+    c, hi, lo = TL.LOG_TABLE
+    assert c[5] == 1.0 and hi[5] == 0.0 and lo[5] == 0.0
+    np.testing.assert_allclose(c, 0.75 + np.arange(16) / 20.0, rtol=2.3e-16)
+    ref = np.array([math.log(v) for v in c])
+    np.testing.assert_allclose(hi, ref, rtol=1.2e-16, atol=0)
+    assert np.all(np.abs(lo) <= 0.5 * np.spacing(np.abs(hi)) + 1e-300)

@@ -11,11 +11,13 @@ apart), called from threads that release the GIL (ctypes).
 
 Every instruction keeps the interpreter's semantics (numpy's): ``maximum``/``minimum``
 propagate NaN, comparisons and ``where`` read 0.0/1.0 (a NaN condition is true), ``interp``
-holds its end values and counts its nodes, ``take`` truncates and clamps its index. exp, log
-and pow are the interpreter's polynomials (:func:`.tape_exec._exp1`, :func:`.tape_exec._log1`)
-written as vector code, with libm's scalar function for the lanes outside their range; so
-results agree with the interpreter's to an ulp or two (FMA placement), and with numpy's
-within the same few ulp (``tests/test_tape_llvm.py``). A guarded region (``skip``) becomes a
+holds its end values and counts its nodes, ``take`` truncates and clamps its index. exp and
+log are reduced by small tables on AVX-512 (:meth:`_Codegen._exp_table`,
+:meth:`_Codegen._log_table`: 1 and 2 ulp from numpy's measured), elsewhere they are the
+interpreter's polynomials (:func:`.tape_exec._exp1`, :func:`.tape_exec._log1`) written as
+vector code, with libm's scalar function for the lanes outside their range; so results agree
+with the interpreter's to an ulp or two, and with numpy's within 4 ulp
+(``tests/test_tape_llvm.py``). A guarded region (``skip``) becomes a
 branch taken when its mask is false on all lanes. Tables of up to :data:`PERM_MAX` values are
 read by AVX-512 variable permutes where the CPU has them (:meth:`_Codegen.lookup`).
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import math
 import os
 import re
 import struct
@@ -49,14 +52,69 @@ LANES = 16
 #: Largest table read by vector permutes (four registers of 8): beyond, lane by lane.
 PERM_MAX = 32
 
-#: Whether tables are read by AVX-512 permutes: None, where the CPU has AVX-512F.
-PERMUTE = None
+#: Whether the code uses AVX-512 instructions (None: where the CPU has AVX-512F with 512-bit
+#: registers): tables read by variable permutes, exp and log reduced by small tables
+#: (``vscalefpd``, ``vgetmantpd``, ``vgetexppd``). Else portable vector code: the same tables
+#: read lane by lane, and the interpreter's exp and log polynomials.
+AVX512 = None
 
 #: exp, log and pow as functions of their own, called from the loop (else inline at every
 #: use): about the same speed, a quarter of the compile time (DeepSeek-V3: 3.4 -> 0.8 s).
 OUTLINE = True
 
 _NAME = {i: name for i, name in enumerate(OPS)}
+
+
+# ---- exp and log by table reduction (AVX-512) ----------------------------------------------
+#: exp: 2^(j/N) for j = 0 .. N-1, one permute of two registers.
+EXP_TABLE_N = 16
+#: expm1 r = r (1 + r/2 + ... + r^6/7!), highest power first, for |r| <= ln2/32.
+EXPM1_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(7, 0, -1))
+#: log: the centres c_j = 3/4 + j/20, j = 0 .. 15, of m in [3/4, 3/2).
+LOG_TABLE_START, LOG_TABLE_STEP = 0.75, 0.05
+#: ``vgetmantpd``'s immediate: interval [3/4, 3/2) (bits 1:0 = 3), a NaN for a negative
+#: source (sign control, bits 3:2 = 2); zeros stay zeros.
+LOG_GETMANT_IMM = 3 | 2 << 2
+#: e^x clamped to [_EXP_MIN, _EXP_MAX] before the table reduction: e^x overflows to inf above
+#: 709.79 and rounds to 0 below -745.14, so the clamp changes no value.
+_EXP_MIN, _EXP_MAX = -746.0, 710.0
+#: 2 atanh(s)/s = 2 (1 + z/3 + z^2/5 + z^3/7 + z^4/9), z = s^2, highest power first.
+LOG_ATANH_SERIES = tuple(2.0 / (2 * k + 1) for k in range(4, -1, -1))
+
+
+def _decimal(v: float):
+    from decimal import Decimal
+    return Decimal(v)      # a double's exact value
+
+
+def exp_reduction_table(n: int = EXP_TABLE_N) -> np.ndarray:
+    r""":math:`T_j = 2^{j/n}`, j = 0 .. n-1, each the double nearest the exact value (decimal
+    arithmetic at 40 digits, correctly rounded, then one rounding to binary64)."""
+    from decimal import Decimal, localcontext
+    with localcontext() as ctx:
+        ctx.prec = 40
+        return np.array([float(Decimal(2) ** (Decimal(j) / Decimal(n))) for j in range(n)])
+
+
+def log_reduction_table(start: float = LOG_TABLE_START, step: float = LOG_TABLE_STEP,
+                        n: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Centres :math:`c_j` (the doubles nearest start + j step; :math:`c_j = 1` exactly where
+    start + j step = 1, so ln x near 1 keeps its relative accuracy) and :math:`\ln c_j` split
+    as hi + lo (hi the double nearest, lo the double nearest the rest; decimal arithmetic at
+    40 digits from each centre's exact binary value)."""
+    from decimal import localcontext
+    c = np.array([start + j * step for j in range(n)])
+    c[np.isclose(c, 1.0, rtol=0.0, atol=1e-12)] = 1.0
+    with localcontext() as ctx:
+        ctx.prec = 40
+        ln = [_decimal(v).ln() for v in c.tolist()]
+        hi = np.array([float(v) for v in ln])
+        lo = np.array([float(v - _decimal(h)) for v, h in zip(ln, hi.tolist())])
+    return c, hi, lo
+
+
+EXP_TABLE = exp_reduction_table()
+LOG_TABLE = log_reduction_table()
 
 
 def _hex(v: float) -> str:
@@ -136,12 +194,15 @@ class _Emitter:
                     ", ".join(f"{self.vt} {a}" for a in args) + ")")
 
 
-def _declarations(permute: bool) -> str:
+def _declarations(avx512: bool) -> str:
     """The intrinsics and libm functions the code calls."""
     x86 = """
 declare <8 x double> @llvm.x86.avx512.permvar.df.512(<8 x double>, <8 x i64>)
 declare <8 x double> @llvm.x86.avx512.vpermi2var.pd.512(<8 x double>, <8 x i64>, <8 x double>)
-""" if permute else ""
+declare <8 x double> @llvm.x86.avx512.mask.scalef.pd.512(<8 x double>, <8 x double>, <8 x double>, i8, i32)
+declare <8 x double> @llvm.x86.avx512.mask.getexp.pd.512(<8 x double>, <8 x double>, i8, i32)
+declare <8 x double> @llvm.x86.avx512.mask.getmant.pd.512(<8 x double>, i32, <8 x double>, i8, i32)
+""" if avx512 else ""
     return x86 + f"""
 declare <{LANES} x double> @llvm.fma.v{LANES}f64(<{LANES} x double>, <{LANES} x double>, <{LANES} x double>)
 declare <{LANES} x double> @llvm.sqrt.v{LANES}f64(<{LANES} x double>)
@@ -161,19 +222,19 @@ declare double @pow(double, double)
 class _Codegen:
     """One program's function body (the loop over vectors of points)."""
 
-    def __init__(self, program, permute: bool | None = None):
+    def __init__(self, program, avx512: bool | None = None):
         self.p = program
         self.e = _Emitter()
         self.labels = 0
-        if permute is None:
-            permute = PERMUTE
-        if permute is None:
+        if avx512 is None:
+            avx512 = AVX512
+        if avx512 is None:
             # 512-bit registers: AVX-512F, and not an AVX10 core limited to 256 bits (LLVM
             # aborts the process on a 512-bit permute it cannot lower)
             _target()
             features = _STATE["features"].split(",")
-            permute = "+avx512f" in features and "-evex512" not in features
-        self.permute = permute and LANES % 8 == 0      # AVX-512 variable permutes
+            avx512 = "+avx512f" in features and "-evex512" not in features
+        self.avx512 = avx512 and LANES % 8 == 0
         self.offsets: dict[bytes, int] = {}
         self.extra: list[np.ndarray] = []
         self.size = 0
@@ -199,6 +260,69 @@ class _Codegen:
         sb = e(f"shl {e.it} {sb}, {e.isplat(52)}")
         scale = e(f"bitcast {e.it} {sb} to {e.vt}")
         return e.fbin("fmul", p, scale)
+
+    def _exp_table(self, x):
+        """e^x for x in (_EXP_LO, _EXP_HI) on AVX-512 (:func:`exp_reduction_table`): x = (16m +
+        j) ln2/16 + r, |r| <= ln2/32; e^x = 2^m (T_j + T_j expm1(r)), T_j = 2^(j/16) read by a
+        permute, expm1 r by its Taylor series to r^7 (truncation < 2e-18), 2^m applied by
+        ``vscalefpd``. About 2/3 of the vector operations of :meth:`_exp_poly`."""
+        e = self.e
+        t = e.fma(x, e.splat(EXP_TABLE_N / np.log(2.0)), e.splat(X._SHIFT))
+        k = e.fbin("fsub", t, e.splat(X._SHIFT))
+        nk = e.fbin("fsub", e.splat(-0.0), k)
+        r = e.fma(nk, e.splat(X._LN2_HI / EXP_TABLE_N), x)
+        r = e.fma(nk, e.splat(X._LN2_LO / EXP_TABLE_N), r)
+        q = e.fbin("fmul", self._poly(EXPM1_TAYLOR, r), r)
+        tj = self.lookup(EXP_TABLE, e(f"bitcast {e.vt} {t} to {e.it}"))   # index: k mod 16
+        y = e.fma(tj, q, tj)
+        return self.x86("mask.scalef.pd", y, e.fbin("fmul", k, e.splat(1.0 / EXP_TABLE_N)))
+
+    def _log_table(self, x):
+        """ln x for a normal positive x on AVX-512 (:func:`log_reduction_table`): x = 2^e m,
+        m in [3/4, 3/2) (``vgetmantpd``/``vgetexppd``); c_j the nearest of 16 centres 3/4 +
+        j/20 (c_5 = 1); ln m = ln c_j + 2 atanh(s), s = (m - c_j)/(m + c_j), |s| < 0.017, by
+        its series to s^9 (truncation < 1e-19); ln c_j in two parts, read by permutes."""
+        e = self.e
+        m = self.x86("mask.getmant.pd", x, imm=LOG_GETMANT_IMM)
+        ex = self.x86("mask.getexp.pd", x)
+        ex = e.sel(e.cmp("olt", m, e.splat(1.0)), e.fbin("fadd", ex, e.splat(1.0)), ex)
+        t = e.fma(m, e.splat(1.0 / LOG_TABLE_STEP),
+                  e.splat(X._SHIFT - LOG_TABLE_START / LOG_TABLE_STEP))
+        idx = e(f"bitcast {e.vt} {t} to {e.it}")
+        c, lc_hi, lc_lo = (self.lookup(tab, idx) for tab in LOG_TABLE)
+        s = e.fbin("fdiv", e.fbin("fsub", m, c), e.fbin("fadd", m, c))
+        p = self._poly(LOG_ATANH_SERIES, e.fbin("fmul", s, s))
+        lo = e.fma(s, p, e.fma(ex, e.splat(X._LN2_LO), lc_lo))
+        return e.fbin("fadd", e.fma(ex, e.splat(X._LN2_HI), lc_hi), lo)
+
+    def x86(self, name, x, *more, imm=None):
+        """An AVX-512 intrinsic of 8 lanes (``llvm.x86.avx512.<name>.512``, all lanes, current
+        rounding) on each half of a vector of :data:`LANES`."""
+        e = self.e
+        v8 = "<8 x double>"
+        parts = []
+        for lo in range(0, LANES, 8):
+            args = [e(f"shufflevector {e.vt} {a}, {e.vt} poison, <8 x i32> <"
+                      + ", ".join(f"i32 {lo + k}" for k in range(8)) + ">")
+                    for a in (x, *more)]
+            ops = [f"{v8} {a}" for a in args]
+            if imm is not None:
+                ops.append(f"i32 {imm}")
+            ops += [f"{v8} zeroinitializer", "i8 -1", "i32 4"]
+            parts.append(e(f"call {v8} @llvm.x86.avx512.{name}.512(" + ", ".join(ops) + ")"))
+        return self._concat(parts)
+
+    def _concat(self, parts):
+        """Vectors of 8 doubles joined pairwise into one vector of :data:`LANES`."""
+        e = self.e
+        width = 8
+        while len(parts) > 1:
+            parts = [e(f"shufflevector <{width} x double> {a}, <{width} x double> {b}, "
+                       f"<{2 * width} x i32> <"
+                       + ", ".join(f"i32 {k}" for k in range(2 * width)) + ">")
+                     for a, b in zip(parts[::2], parts[1::2])]
+            width *= 2
+        return parts[0]
 
     def _poly(self, coeffs, r):
         """The polynomial with ``coeffs`` (highest power first) at ``r``, by Horner's rule
@@ -278,25 +402,39 @@ class _Codegen:
     def pow(self, x, y):
         return self.outlined("vpow", self._pow, x, y)
 
+    def _exp_core(self, x):
+        """e^x inside (_EXP_LO, _EXP_HI) (outside: any value; the caller fixes those lanes)."""
+        return self._exp_table(x) if self.avx512 else self._exp_poly(x)
+
+    def _log_core(self, x):
+        """ln x for normal positive x (else any value; the caller fixes those lanes)."""
+        return self._log_table(x) if self.avx512 else self._log_poly(x)
+
     def _exp(self, x):
         e = self.e
+        if self.avx512:     # vscalefpd: overflow to inf, underflow through subnormals to 0
+            xc = e.sel(e.cmp("ogt", x, e.splat(_EXP_MAX)), e.splat(_EXP_MAX), x)
+            return self._exp_table(e.sel(e.cmp("olt", xc, e.splat(_EXP_MIN)), e.splat(_EXP_MIN),
+                                         xc))     # NaN compares false: kept
         ok = e.bor(e.band(e.cmp("ogt", x, e.splat(X._EXP_LO)), e.cmp("olt", x, e.splat(X._EXP_HI))),
                    e.cmp("olt", x, e.splat(X._EXP_ZERO)))
-        y = e.sel(e.cmp("olt", x, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_poly(x))
+        y = e.sel(e.cmp("olt", x, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_core(x))
         return self._fixup(y, e.bnot(ok), "exp", x)
 
     def _log(self, x):
         e = self.e
+        if self.avx512:     # vgetmantpd/vgetexppd: subnormals, +-0 -> -inf, x < 0 -> NaN, inf
+            return self._log_table(x)
         ok = e.band(e.cmp("oge", x, e.splat(X._TINY)), e.cmp("olt", x, e.splat(np.inf)))
-        return self._fixup(self._log_poly(x), e.bnot(ok), "log", x)
+        return self._fixup(self._log_core(x), e.bnot(ok), "log", x)
 
     def _pow(self, x, y):
         e = self.e
-        z = e.fbin("fmul", y, self._log_poly(x))
+        z = e.fbin("fmul", y, self._log_core(x))
         zok = e.bor(e.band(e.cmp("ogt", z, e.splat(X._EXP_LO)), e.cmp("olt", z, e.splat(X._EXP_HI))),
                     e.cmp("olt", z, e.splat(X._EXP_ZERO)))
         ok = e.band(e.band(e.cmp("oge", x, e.splat(X._TINY)), e.cmp("olt", x, e.splat(np.inf))), zok)
-        w = e.sel(e.cmp("olt", z, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_poly(z))
+        w = e.sel(e.cmp("olt", z, e.splat(X._EXP_ZERO)), e.splat(0.0), self._exp_core(z))
         return self._fixup(w, e.bnot(ok), "pow", x, y)
 
     # ---- tables ---------------------------------------------------------------------------
@@ -317,7 +455,7 @@ class _Codegen:
         slower than those on current Intel cores: microcode mitigation)."""
         e = self.e
         n = values.size
-        if not (self.permute and n <= PERM_MAX):
+        if not (self.avx512 and n <= PERM_MAX):
             base = self.table(values)
             out = "poison"
             for lane in range(LANES):
@@ -348,14 +486,7 @@ class _Codegen:
                     up = e(f"icmp ne {i8} {bit}, zeroinitializer")
                     r = e(f"select <8 x i1> {up}, {v8} {hi}, {v8} {r}")
             parts.append(r)
-        width = 8                   # the parts joined pairwise into one vector of LANES
-        while len(parts) > 1:
-            parts = [e(f"shufflevector <{width} x double> {a}, <{width} x double> {b}, "
-                       f"<{2 * width} x i32> <"
-                       + ", ".join(f"i32 {k}" for k in range(2 * width)) + ">")
-                     for a, b in zip(parts[::2], parts[1::2])]
-            width *= 2
-        return parts[0]
+        return self._concat(parts)
 
     def count_le(self, x, t0, tlen):
         """Number of nodes tab[t0:t0+tlen] (ascending) <= x, NaN: tlen, as int64. With
@@ -366,7 +497,7 @@ class _Codegen:
         size = 1
         while size < tlen + 1:
             size *= 2
-        if not (self.permute and size <= PERM_MAX) or np.any(nodes[1:] < nodes[:-1]):
+        if not (self.avx512 and size <= PERM_MAX) or np.any(nodes[1:] < nodes[:-1]):
             cnt = e.isplat(0)
             for k in range(tlen):
                 ge = e(f"zext {e.bt} {e.cmp('oge', x, e.splat(nodes[k]))} to {e.it}")
@@ -546,7 +677,7 @@ class _Codegen:
                  f'attributes #1 = {{ noinline nounwind "prefer-vector-width"="{bits}" '
                  f'"min-legal-vector-width"="{bits}" }}')
         funcs = [line for body in self.funcs.values() for line in body]
-        return "\n".join([table, _declarations(self.permute), *funcs, *e.lines, attrs]) + "\n"
+        return "\n".join([table, _declarations(self.avx512), *funcs, *e.lines, attrs]) + "\n"
 
 
 # ---- compile, cache, run ----------------------------------------------------------------------
@@ -696,7 +827,7 @@ def _key(program, tag: str) -> str:
     module's source (the code generator) and the LLVM version and CPU."""
     if "source" not in _STATE:
         _STATE["source"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    h = hashlib.sha256(f"{_STATE['source']}|{tag}|{LANES}|{PERMUTE}|{PERM_MAX}|"
+    h = hashlib.sha256(f"{_STATE['source']}|{tag}|{LANES}|{AVX512}|{PERM_MAX}|"
                        f"{program.n_regs}".encode())
     for a in (program.code, program.immediates, program.table_data, program.const_regs,
               program.const_values, program.input_regs, program.layout[1]):
