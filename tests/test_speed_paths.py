@@ -247,3 +247,45 @@ def test_realism_variants_are_one_object_each():
     assert base.without(a) is not base.without(b)
     assert Realism.ideal() is Realism.ideal()
     assert not any(getattr(Realism.ideal(), t) for t in TERMS)
+
+
+def test_binding_labels_of_long_lists_are_read_lazily(monkeypatch):
+    """A long point list keeps its binding-resource codes until the labels are read (xarray's
+    lazy backend array): evaluating looks up no label; the first read looks them up once and
+    keeps them; the labels equal those of the same points evaluated in short lists (labels
+    looked up at once), through .values, indexing, DataFrames and pickling."""
+    import pickle
+    import xarray as xr
+    n = core._PARALLEL_MIN + 3
+    r = np.random.default_rng(5)
+    grid = dict(batch_size=r.integers(1, 400, n).astype(float),
+                kv_len=r.integers(128, 30_000, n).astype(float))
+    # the process's first Dataset is compared with xarray's public constructor (read once)
+    inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=xr.DataArray([1.0, 2.0], dims="p"))
+    calls = []
+    real = core._labels
+    monkeypatch.setattr(core, "_labels", lambda codes: calls.append(codes.size) or real(codes))
+    ds = inf.evaluate("Llama-3.1-8B", "H100-SXM",
+                      **{k: xr.DataArray(v, dims="p") for k, v in grid.items()})
+    assert all(size < core._PARALLEL_MIN for size in calls)      # a label held by all points
+    long = [k for k in ("decode_binding_resource", "prefill_binding_resource") if ds[k].size == n]
+    assert "decode_binding_resource" in long
+    halves = [inf.evaluate("Llama-3.1-8B", "H100-SXM",
+                           **{k: xr.DataArray(v[s], dims="p") for k, v in grid.items()})
+              for s in (slice(0, n // 2), slice(n // 2, n))]
+    calls.clear()
+    for name in long:
+        want = np.concatenate([h[name].values for h in halves])
+        np.testing.assert_array_equal(ds[name].values, want)
+        np.testing.assert_array_equal(ds[name].values, want)      # kept: not looked up again
+        np.testing.assert_array_equal(ds[name].isel(p=slice(5, 9)).values, want[5:9])
+        assert ds[name].dtype == want.dtype
+    assert calls == [n] * len(long)
+    lazy = inf.evaluate("Llama-3.1-8B", "H100-SXM",
+                        **{k: xr.DataArray(v, dims="p") for k, v in grid.items()})
+    back = pickle.loads(pickle.dumps(lazy))
+    np.testing.assert_array_equal(back["decode_binding_resource"].values,
+                                  ds["decode_binding_resource"].values)
+    frame = lazy[["decode_binding_resource", "tpot_s"]].to_dataframe()
+    assert frame["decode_binding_resource"].tolist()[:50] == ds[
+        "decode_binding_resource"].values[:50].tolist()

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import xarray as xr
+from xarray.core import indexing as _xr_indexing
 
 from .. import __version__
 from ..errors import SpecError
@@ -171,7 +172,10 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     -------
     xr.Dataset
         Per-resource times, step times, binding resources, tokens/s per GPU and per user,
-        TTFT, TPOT, memory and ``fits``; units in each variable's ``attrs``.
+        TTFT, TPOT, memory and ``fits``; units in each variable's ``attrs``. The binding
+        resources of a list of 2^18 points or more are labels read lazily, as a file's
+        variable: kept as one-byte codes until first read (``.values``, indexing, a
+        DataFrame), then kept as labels.
     """
     if not _AXIS_NAMES.issuperset(kwargs):
         unknown = set(kwargs) - _AXIS_NAMES
@@ -587,15 +591,15 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
     data: dict[str, tuple] = {}
     for k, v in res.items():
         arr = np.asarray(v)
-        if k.endswith("_binding_resource"):      # int8 codes -> their labels
-            arr = _labels(arr)
         attrs = _var_attrs(k)
-        if arr.ndim == 0:
-            data[k] = ((), arr, attrs)
-        else:
+        dims: tuple = ()
+        if arr.ndim:
             keep = [i for i, (d, n) in enumerate(zip(order, arr.shape)) if n > 1 or sizes[d] == 1]
-            squeeze = tuple(i for i in range(arr.ndim) if i not in keep)
-            data[k] = (tuple(order[i] for i in keep), arr.squeeze(axis=squeeze), attrs)
+            dims = tuple(order[i] for i in keep)
+            arr = arr.squeeze(axis=tuple(i for i in range(arr.ndim) if i not in keep))
+        if k.endswith("_binding_resource"):      # int8 codes -> their labels
+            arr = _labels(arr) if arr.size < _PARALLEL_MIN else _lazy_labels(arr)
+        data[k] = (dims, arr, attrs)
     coords: dict[str, tuple | xr.Variable] = {
         k: v if isinstance(v, tuple) else ((), v, None) for k, v in labels.items()}
     indexes: dict[str, Any] = {}
@@ -613,6 +617,7 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
 
 
 _PandasIndex = xr.indexes.PandasIndex
+_ExplicitlyIndexed = _xr_indexing.ExplicitlyIndexed
 #: The labels of the binding-resource codes.
 _RESOURCE_LABELS = np.asarray(RESOURCES)
 #: The same labels, each as the int64 words of its UTF-32 text (one row per label).
@@ -630,6 +635,31 @@ def _labels(codes: np.ndarray) -> np.ndarray:
     else:
         words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
     return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
+
+
+class _LabelArray(xr.backends.BackendArray):
+    """The labels of an array of binding-resource codes, looked up when read (xarray's lazy
+    backend-array interface, as a file's variable): a long list of points keeps one byte per
+    point until its labels are read, not 32 (``<U8``), and costs nothing to a caller that
+    never reads them."""
+
+    def __init__(self, codes: np.ndarray):
+        self.codes = codes
+        self.shape = codes.shape
+        self.dtype = _RESOURCE_LABELS.dtype
+
+    def __getitem__(self, key):
+        return _xr_indexing.explicit_indexing_adapter(
+            key, self.shape, _xr_indexing.IndexingSupport.BASIC, self._read)
+
+    def _read(self, key):
+        return _labels(self.codes[key])
+
+
+def _lazy_labels(codes: np.ndarray):
+    """``_labels(codes)`` as xarray lazy data: computed on the first read, then kept."""
+    return _xr_indexing.MemoryCachedArray(
+        _xr_indexing.LazilyIndexedArray(_LabelArray(codes)))
 
 
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
@@ -681,6 +711,8 @@ def _variable(dims, value, attrs) -> xr.Variable:
     """``xr.Variable(dims, value, attrs)``, its slots filled directly when ``value`` needs no
     conversion (what xarray's conversion does, ``np.asarray``, is done here; objects and
     datetimes, which it converts further, go through the constructor)."""
+    if isinstance(value, _ExplicitlyIndexed):    # lazy data (long label lists): kept lazy
+        return xr.Variable(dims, value, attrs)
     arr = value if type(value) is np.ndarray else np.asarray(value)
     if type(arr) is not np.ndarray or arr.dtype.kind in "OMm" or len(dims) != arr.ndim:
         return xr.Variable(dims, value, attrs)
