@@ -289,3 +289,47 @@ def test_binding_labels_of_long_lists_are_read_lazily(monkeypatch):
     frame = lazy[["decode_binding_resource", "tpot_s"]].to_dataframe()
     assert frame["decode_binding_resource"].tolist()[:50] == ds[
         "decode_binding_resource"].values[:50].tolist()
+
+
+def test_output_memory_is_reused_only_once_no_result_refers_to_it(monkeypatch):
+    """Point lists write their float outputs into pooled blocks (engine.tape_exec._Pool): a
+    dropped result's memory serves the next call, while a result, or any view of one of its
+    arrays, keeps its values; a block larger than the pool's cap is never kept."""
+    import xarray as xr
+    from inference_factory.engine import tape_exec as TE
+    TE.release_buffers()
+    n = core.FUSED_MIN_POINTS + 100
+
+    def call(seed):
+        r = np.random.default_rng(seed)
+        return inf.evaluate("Llama-3.1-8B", "H100-SXM",
+                            batch_size=xr.DataArray(r.integers(1, 300, n).astype(float),
+                                                    dims="p"),
+                            kv_len=xr.DataArray(r.integers(128, 9000, n).astype(float),
+                                                dims="p"))
+    first = call(1)
+    kept = first["tpot_s"].values[10:20]          # a view outlives its Dataset
+    want = kept.copy()
+    where = first["ttft_s"].values.ctypes.data
+    del first
+    second = call(2)
+    np.testing.assert_array_equal(kept, want)     # not written over while the view lives
+    assert second["ttft_s"].values.ctypes.data != where
+    del kept
+    third_ref = call(3)["ttft_s"].values.copy()   # dropped at once: its block is free again
+    third = call(3)
+    np.testing.assert_array_equal(third["ttft_s"].values, third_ref)
+    fourth = call(4)                              # third is alive: a block of its own
+    assert not np.shares_memory(third["tpot_s"].values, fourth["tpot_s"].values)
+    np.testing.assert_array_equal(third["ttft_s"].values, third_ref)
+    del second, third, fourth
+    before = [b.ctypes.data for b in TE._POOL.blocks]
+    again = call(5)
+    addresses = [b.ctypes.data for b in TE._POOL.blocks]
+    assert any(again["tpot_s"].values.ctypes.data - a in range(0, TE._POOL.blocks[i].nbytes)
+               for i, a in enumerate(addresses) if a in before), "a dropped result's block reused"
+    assert sum(b.nbytes for b in TE._POOL.blocks) <= TE.POOL_BYTES
+    monkeypatch.setattr(TE, "POOL_BYTES", 8 * n)  # smaller than one call's outputs
+    TE.release_buffers()
+    call(6)
+    assert TE._POOL.blocks == [] or all(b.nbytes <= 8 * n for b in TE._POOL.blocks)
