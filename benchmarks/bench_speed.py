@@ -14,6 +14,9 @@ so their program's kernel is compiled or loaded, as in any later run) and times 
                 non-separable points (batch, context, prompt, prefill batch, acceptance, cache
                 hit and draft depth all differ at every point)                       [points/s]
   nonsep_llama  Llama-3.1-70B, H100-SXM, tp=8: the same without draft depth          [points/s]
+  loop_dsv3     nonsep_dsv3 as a Monte Carlo loop: 4 batches of ``--points`` new random points,
+                each result dropped before the next call (output memory reused)      [points/s]
+  loop_llama    the same for nonsep_llama                                            [points/s]
   outer         DeepSeek-V3 as above over an outer product: batch 256 x context 64 x draft
                 depth 3 x prompt 64 x cache hit 8 = 25,165,824 points                 [points/s]
   single        Llama-3.1-70B TP8, batch 64, context 2048: 200 one-point calls       [calls/s]
@@ -60,6 +63,8 @@ SELECTED = ["tpot_s", "ttft_s", "decode_tokens_per_s_per_gpu", "fits"]
 TARGETS = {
     "nonsep_dsv3": ("points/s", 1e7, True),
     "nonsep_llama": ("points/s", 1e7, True),
+    "loop_dsv3": ("points/s", 1e7, True),
+    "loop_llama": ("points/s", 1e7, True),
     "outer": ("points/s", 2.6e8, True),
     "single": ("calls/s", 2e3, True),
     "rss": ("MiB", 1024.0, False),
@@ -106,7 +111,14 @@ def _evaluate_worker(name: str, n: int) -> dict:
     import numpy as np
     import inference_factory as inf
     extra = {}
-    if name in ("nonsep_dsv3", "nonsep_llama", "rss", "rss_selected"):
+    grids = None
+    if name in ("loop_dsv3", "loop_llama"):
+        draft = name == "loop_dsv3"
+        base = DSV3 if draft else LLAMA
+        grids = [nonsep_grid(n, draft=draft, seed=10 + k) for k in range(4)]
+        warm = nonsep_grid(1 << 19, draft=draft, seed=1)
+        calls, points = 4, 4 * n
+    elif name in ("nonsep_dsv3", "nonsep_llama", "rss", "rss_selected"):
         base = DSV3 if name == "nonsep_dsv3" else LLAMA
         n = 10_000_000 if name.startswith("rss") else n
         grid = nonsep_grid(n, draft=name == "nonsep_dsv3")
@@ -135,8 +147,8 @@ def _evaluate_worker(name: str, n: int) -> dict:
     if name.startswith("rss"):
         _release_freed_memory()
     t0 = time.perf_counter()
-    for _ in range(calls):
-        inf.evaluate(model, hw, **kw, **grid, **extra)
+    for k in range(calls):
+        inf.evaluate(model, hw, **kw, **(grids[k] if grids else grid), **extra)
     return dict(t=time.perf_counter() - t0, count=points, file=inf.__file__)
 
 
