@@ -202,6 +202,7 @@ declare <8 x double> @llvm.x86.avx512.vpermi2var.pd.512(<8 x double>, <8 x i64>,
 declare <8 x double> @llvm.x86.avx512.mask.scalef.pd.512(<8 x double>, <8 x double>, <8 x double>, i8, i32)
 declare <8 x double> @llvm.x86.avx512.mask.getexp.pd.512(<8 x double>, <8 x double>, i8, i32)
 declare <8 x double> @llvm.x86.avx512.mask.getmant.pd.512(<8 x double>, i32, <8 x double>, i8, i32)
+declare <8 x double> @llvm.x86.avx512.mask.fixupimm.pd.512(<8 x double>, <8 x double>, <8 x i64>, i32, i8, i32)
 """ if avx512 else ""
     return x86 + f"""
 declare <{LANES} x double> @llvm.fma.v{LANES}f64(<{LANES} x double>, <{LANES} x double>, <{LANES} x double>)
@@ -310,6 +311,21 @@ class _Codegen:
                 ops.append(f"i32 {imm}")
             ops += [f"{v8} zeroinitializer", "i8 -1", "i32 4"]
             parts.append(e(f"call {v8} @llvm.x86.avx512.{name}.512(" + ", ".join(ops) + ")"))
+        return self._concat(parts)
+
+    def nan_of(self, a, v):
+        """``v`` where ``a`` is a number, ``a`` where it is NaN, by one ``vfixupimmpd`` per 8
+        lanes (its table maps a quiet NaN class of ``a`` to ``a``, a signalling one to its
+        quiet NaN, every other class to ``v``): numpy's NaN propagation after an instruction
+        that drops a NaN first operand (x86 ``maxpd``/``minpd`` return the second)."""
+        e = self.e
+        v8, table = "<8 x double>", "<" + ", ".join("i64 33" for _ in range(8)) + ">"  # 0x21
+        parts = []
+        for lo in range(0, LANES, 8):
+            half = [e(f"shufflevector {e.vt} {x}, {e.vt} poison, <8 x i32> <"
+                      + ", ".join(f"i32 {lo + k}" for k in range(8)) + ">") for x in (v, a)]
+            parts.append(e(f"call {v8} @llvm.x86.avx512.mask.fixupimm.pd.512({v8} {half[0]}, "
+                           f"{v8} {half[1]}, <8 x i64> {table}, i32 0, i8 -1, i32 4)"))
         return self._concat(parts)
 
     def _concat(self, parts):
@@ -569,8 +585,10 @@ class _Codegen:
             return e.fbin("fadd", e.fbin("fmul", a, K), b)
         if name in ("max", "max_k", "min", "min_k"):
             y = b if name in ("max", "min") else K
-            keep = e.bor(e.cmp("ogt" if name.startswith("max") else "olt", a, y), e.cmp("uno", a, a))
-            return e.sel(keep, a, y)
+            pred = "ogt" if name.startswith("max") else "olt"
+            if self.avx512:     # vmaxpd/vminpd (a > y ? a : y), a NaN a put back: 2 instructions
+                return self.nan_of(a, e.sel(e.cmp(pred, a, y), a, y))
+            return e.sel(e.bor(e.cmp(pred, a, y), e.cmp("uno", a, a)), a, y)
         cmps = {"gt": ("ogt", a, b), "ge": ("oge", a, b), "lt": ("olt", a, b),
                 "le": ("ole", a, b), "eq": ("oeq", a, b), "ne": ("une", a, b),
                 "gt_k": ("ogt", a, K), "ge_k": ("oge", a, K), "lt_k": ("olt", a, K),
