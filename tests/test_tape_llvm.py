@@ -76,12 +76,14 @@ def _pad(x):
     return np.concatenate([x, np.full(-x.size % TL.LANES, 1.0)])
 
 
-@pytest.mark.parametrize("avx512", [None, False])
-def test_compiled_exp_log_pow_match_numpy(avx512, compile_all, monkeypatch):
+@pytest.mark.parametrize("avx512,outline", [(None, False), (False, False), (None, True)])
+def test_compiled_exp_log_pow_match_numpy(avx512, outline, compile_all, monkeypatch):
     """exp, log and pow within 4 ulp of numpy's (2e-13 for pow, computed as exp(y ln x)),
     its values at the edges (NaN, infinities, signed zeros, subnormals, overflow): reduced by
-    tables on AVX-512 (where this CPU has it), and the interpreter's polynomials."""
+    tables on AVX-512 (where this CPU has it), and the interpreter's polynomials; inline and
+    as functions of their own."""
     monkeypatch.setattr(TL, "AVX512", avx512)
+    monkeypatch.setattr(TL, "OUTLINE_MIN_INSTRUCTIONS", 0 if outline else 10**9)
     rng = np.random.default_rng(0)
     x = _pad(np.concatenate([rng.uniform(-745, 709, 40_000), rng.uniform(-1, 1, 10_000),
                              _edge_values()]))

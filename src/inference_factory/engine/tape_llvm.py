@@ -21,7 +21,7 @@ with the interpreter's to an ulp or two, and with numpy's within 4 ulp
 branch taken when its mask is false on all lanes. Tables of up to :data:`PERM_MAX` values are
 read by AVX-512 variable permutes where the CPU has them (:meth:`_Codegen.lookup`).
 
-Compiling a program takes 0.4 s (Llama-3.1-70B's) to about 1 s (DeepSeek-V3's). The object
+Compiling a program takes 0.4-0.7 s (Llama-3.1-70B's) to about 1 s (DeepSeek-V3's). The object
 code is kept in memory per process and on disk (:func:`cache_dir`) under a digest of the
 program, this module's source, the LLVM version and the CPU (:func:`kernel_for`).
 """
@@ -58,9 +58,14 @@ PERM_MAX = 32
 #: read lane by lane, and the interpreter's exp and log polynomials.
 AVX512 = None
 
-#: exp, log and pow as functions of their own, called from the loop (else inline at every
-#: use): about the same speed, a quarter of the compile time (DeepSeek-V3: 3.4 -> 0.8 s).
-OUTLINE = True
+#: Programs of at least this many instructions call exp, log and pow as functions of their
+#: own; shorter ones have them inline at every use. Measured, one thread, interleaved (kernel
+#: inline / outlined): 1.24x at 382 instructions (Qwen3 MoE), 1.18x at 179 and 508, 1.13x at
+#: 559 (Llama-3.1-70B TP8), 1.01x at 799, 0.88x at 915, 0.69-0.82x at 1,404-1,424
+#: (DeepSeek-V3). Inline, a call's spills of live vectors go; outlined, the loop stays
+#: small enough that it runs faster, and compiles in a quarter of the time (DeepSeek-V3: 3.4
+#: -> 0.8 s).
+OUTLINE_MIN_INSTRUCTIONS = 800
 
 _NAME = {i: name for i, name in enumerate(OPS)}
 
@@ -389,11 +394,10 @@ class _Codegen:
         return e(f"phi {e.vt} [ {value}, %{fast} ], [ {out}, %{slow} ]")
 
     def outlined(self, name, build, *args):
-        """``build(*args)`` as a call to a function of its own, emitted once per module: the
-        loop body is mostly exp and log, and its size, not its arithmetic, bounds the speed
-        (the CPU fetches the whole loop's code for every vector of points)."""
+        """``build(*args)`` as a call to a function of its own, emitted once per module, in a
+        program of :data:`OUTLINE_MIN_INSTRUCTIONS` or more; else inline."""
         e = self.e
-        if not OUTLINE:
+        if self.p.n_instructions < OUTLINE_MIN_INSTRUCTIONS:
             return build(*args)
         if name not in self.funcs:
             saved = (e.lines, e.block)
