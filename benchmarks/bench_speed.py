@@ -14,8 +14,9 @@ so their program's kernel is compiled or loaded, as in any later run) and times 
                 non-separable points (batch, context, prompt, prefill batch, acceptance, cache
                 hit and draft depth all differ at every point)                       [points/s]
   nonsep_llama  Llama-3.1-70B, H100-SXM, tp=8: the same without draft depth          [points/s]
-  loop_dsv3     nonsep_dsv3 as a Monte Carlo loop: 4 batches of ``--points`` new random points,
-                each result dropped before the next call (output memory reused)      [points/s]
+  loop_dsv3     nonsep_dsv3 as a Monte Carlo loop: 4 batches of ``--points`` new random points
+                after a warm-up batch of as many, each result dropped before the next call
+                (output memory reused)                                              [points/s]
   loop_llama    the same for nonsep_llama                                            [points/s]
   outer         DeepSeek-V3 as above over an outer product: batch 256 x context 64 x draft
                 depth 3 x prompt 64 x cache hit 8 = 25,165,824 points                 [points/s]
@@ -116,7 +117,7 @@ def _evaluate_worker(name: str, n: int) -> dict:
         draft = name == "loop_dsv3"
         base = DSV3 if draft else LLAMA
         grids = [nonsep_grid(n, draft=draft, seed=10 + k) for k in range(4)]
-        warm = nonsep_grid(1 << 19, draft=draft, seed=1)
+        warm = nonsep_grid(n, draft=draft, seed=1)     # a batch before: the loop's state
         calls, points = 4, 4 * n
     elif name in ("nonsep_dsv3", "nonsep_llama", "rss", "rss_selected"):
         base = DSV3 if name == "nonsep_dsv3" else LLAMA

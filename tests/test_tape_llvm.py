@@ -87,11 +87,15 @@ def test_compiled_exp_log_pow_match_numpy(avx512, outline, compile_all, monkeypa
     rng = np.random.default_rng(0)
     x = _pad(np.concatenate([rng.uniform(-745, 709, 40_000), rng.uniform(-1, 1, 10_000),
                              _edge_values()]))
-    got, interp = _both(_program(np.exp, "x"), x=x)
+    prog = _program(np.exp, "x")
+    tables = TL._Codegen(prog).avx512          # this CPU takes the table reduction
+    got, interp = _both(prog, x=x)
     with np.errstate(over="ignore"):
         ref = np.exp(x)
     normal = np.isfinite(ref) & (ref > 2.2250738585072014e-308)
     np.testing.assert_allclose(got[normal], ref[normal], rtol=4 * 2.2e-16, atol=0)
+    if tables:      # measured 1 ulp (the docs' figure)
+        assert np.all(np.abs(got[normal] - ref[normal]) <= np.spacing(ref[normal]))
     np.testing.assert_allclose(got[~normal], ref[~normal], rtol=0, atol=1e-323)
     np.testing.assert_allclose(got, interp, rtol=4 * 2.2e-16, atol=1e-323)
     y = _pad(np.concatenate([np.exp(rng.uniform(-700, 700, 40_000)),
@@ -102,6 +106,9 @@ def test_compiled_exp_log_pow_match_numpy(avx512, outline, compile_all, monkeypa
     ok = np.isfinite(ref)
     np.testing.assert_allclose(got[ok], ref[ok], rtol=4 * 2.2e-16, atol=2.3e-16)
     np.testing.assert_array_equal(got[~ok], ref[~ok])
+    np.testing.assert_allclose(got[ok], interp[ok], rtol=4 * 2.2e-16, atol=2.3e-16)
+    if tables:      # measured 2 ulp (the docs' figure)
+        assert np.all(np.abs(got[ok] - ref[ok]) <= 2 * np.spacing(np.abs(ref[ok])))
     a = _pad(np.concatenate([rng.uniform(0, 1, 20_000), np.exp(rng.uniform(-50, 50, 20_000)),
                              [0.0, -2.0, -2.0, 2.0, np.inf, np.nan, 1.0, 5e-324]]))
     b = _pad(np.concatenate([rng.uniform(0, 5, 20_000), rng.uniform(-10, 10, 20_000),
@@ -146,6 +153,30 @@ def test_compiled_tables_and_elementwise_ops_equal_the_interpreter(permute, comp
     with np.errstate(all="ignore"):
         got, ref = _both(_program(build, "x", "y"), x=x, y=y)
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("avx512", [None, False])
+def test_compiled_max_min_propagate_nan_and_keep_zero_signs_bit_for_bit(avx512, compile_all,
+                                                                       monkeypatch):
+    """maximum and minimum, one output each (nothing else can make a lane NaN), over every
+    pair of NaN, +-inf, +-0 and numbers, with a register or a constant second operand:
+    bit for bit the interpreter's values (numpy's: a NaN in either operand gives NaN; of
+    two equal operands, the second: maximum(0.0, -0.0) is -0.0)."""
+    monkeypatch.setattr(TL, "AVX512", avx512)
+    vals = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, 1e-310, -3.5])
+    x, y = (a.ravel() for a in np.meshgrid(vals, vals))
+    x, y = _pad(x), _pad(y)
+    ops = {"max": np.maximum, "min": np.minimum}
+    for name, f in ops.items():
+        for k in (None, 0.0, -0.0, 2.0):
+            prog = _program((lambda a, b: f(a, b)) if k is None else (lambda a, b: f(a, k)),
+                            "x", "y")
+            got, ref = _both(prog, x=x, y=y)
+            np.testing.assert_array_equal(got.view(np.uint64), ref.view(np.uint64),
+                                          err_msg=f"{name} with {k}")
+            want = f(x, y if k is None else k)
+            np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64),
+                                          err_msg=f"{name} with {k} against numpy")
 
 
 def test_guarded_regions_branch_per_vector(compile_all):

@@ -79,8 +79,8 @@ def _as_axis(name: str, value: Any) -> Any:
     return arr
 
 
-#: Array length from which axis checks are one compiled pass and label gathers run on every
-#: core (numba).
+#: Array length from which the checks of an integer axis are one compiled pass, binding labels
+#: are read lazily and gathered on every core (numba).
 _PARALLEL_MIN = 1 << 18
 
 
@@ -175,8 +175,8 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         Per-resource times, step times, binding resources, tokens/s per GPU and per user,
         TTFT, TPOT, memory and ``fits``; units in each variable's ``attrs``. The binding
         resources of a list of 2^18 points or more are labels read lazily, as a file's
-        variable: kept as one-byte codes until first read (``.values``, indexing, a
-        DataFrame), then kept as labels.
+        variable: kept as one-byte codes until first read (``.values``, ``load()``, a
+        DataFrame), then kept as labels; a selection reads its own points only.
     """
     if not _AXIS_NAMES.issuperset(kwargs):
         unknown = set(kwargs) - _AXIS_NAMES
@@ -658,7 +658,9 @@ class _LabelArray(xr.backends.BackendArray):
 
 
 def _lazy_labels(codes: np.ndarray):
-    """``_labels(codes)`` as xarray lazy data: computed on the first read, then kept."""
+    """``_labels(codes)`` as xarray lazy data: computed on the first read of the whole
+    variable (``.values``, ``load()``, a DataFrame), then kept; a selection (``isel``) reads
+    its own points only. Writing into the variable before it is read is not supported."""
     return _xr_indexing.MemoryCachedArray(
         _xr_indexing.LazilyIndexedArray(_LabelArray(codes)))
 

@@ -8,7 +8,6 @@ the end nodes). Compiled code is cached on disk (``cache=True``).
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 import threading
@@ -448,16 +447,18 @@ CHUNK_POINTS = 1 << 20
 
 #: Bytes of output memory kept for reuse by later calls once no result refers to it (0: none
 #: kept). A call writing into memory used before skips the first-touch page faults of fresh
-#: memory (on the VM this was measured on, ~23 ms of a ~100 ms call of 10^6 points with all
-#: outputs, DeepSeek-V3 and Llama alike); a Monte Carlo loop reuses its previous batch's.
+#: memory: a Monte Carlo loop reuses its previous batch's arrays (10^6 points, all outputs,
+#: best of 8 interleaved on the 2-core VM: Llama 110 -> 77 ms, DeepSeek-V3 191 -> 154 ms).
 POOL_BYTES = 384 << 20
 
 
 class _Pool:
-    """Blocks of float64 memory for the outputs of :func:`run`, each reused once nothing else
-    refers to it (no result array, no view: the pool's own reference is the only one left),
-    for a call needing between half of it and all of it; the most recently used are kept, up
-    to :data:`POOL_BYTES` in all (a block larger than that is never kept)."""
+    """Output arrays of :func:`run`, each reused once nothing else refers to it (no result,
+    no view: the pool's own reference is the only one left) by a call needing between half
+    of it and all of it; the most recently used kept, up to :data:`POOL_BYTES` in all. A
+    request none fits first lets go of every unused array, so the allocator can reuse their
+    memory (as it does without a pool: a smaller warm-up call's arrays then serve a longer
+    call's, in part)."""
 
     def __init__(self):
         self.blocks: list[np.ndarray] = []
@@ -467,7 +468,7 @@ class _Pool:
         return sys.getrefcount(self.blocks[i]) == 2      # the list's reference and the call's
 
     def take(self, n_floats: int) -> np.ndarray:
-        """A float64 array of ``n_floats`` values (uninitialised) in a pooled block."""
+        """A float64 array of ``n_floats`` values (uninitialised)."""
         if n_floats == 0 or 8 * n_floats > POOL_BYTES:
             return np.empty(n_floats)
         with self.lock:
@@ -476,6 +477,8 @@ class _Pool:
                     block = self.blocks.pop(i)
                     break
             else:
+                for i in [i for i in range(len(self.blocks)) if self._unused(i)][::-1]:
+                    del self.blocks[i]
                 block = np.empty(n_floats)
             self.blocks.append(block)
             total = sum(b.nbytes for b in self.blocks)
@@ -484,7 +487,7 @@ class _Pool:
             return block[:n_floats]
 
     def clear(self):
-        """Keep no block (the memory is freed once no result refers to it)."""
+        """Keep no array (the memory is freed once no result refers to it)."""
         with self.lock:
             self.blocks.clear()
 
@@ -511,18 +514,13 @@ def run(program, inputs: dict[str, np.ndarray], n_points: int,
     # one array per distinct register, of the dtype of the first output there (written in
     # place when float, else through a float buffer); outputs sharing a register share it
     # when their dtypes agree
-    # the float outputs in one pooled block (:class:`_Pool`), the others of their own
+    # the float outputs and the buffers of the others from the pool (:class:`_Pool`)
     floats = [kinds[i] == _FLOAT for i in first]
-    block = _POOL.take(sum(floats) * n_points)
-    at = itertools.count(0, n_points)
-    final = [block[(o := next(at)):o + n_points] if f else np.empty(n_points, dtype=kinds[i])
+    final = [_POOL.take(n_points) if f else np.empty(n_points, dtype=kinds[i])
              for i, f in zip(first, floats)]
     typed = [not f for f in floats]
     step = CHUNK_POINTS if any(typed) else max(n_points, 1)
-    scratch = _POOL.take(sum(typed) * min(step, n_points))
-    at = itertools.count(0, min(step, n_points))
-    buf = [scratch[(o := next(at)):o + min(step, n_points)] if t else None for t in typed]
-    del block, scratch
+    buf = [_POOL.take(min(step, n_points)) if t else None for t in typed]
     for lo in range(0, n_points, step):
         hi = min(lo + step, n_points)
         Xc = [x[lo:hi] for x in X]

@@ -268,10 +268,12 @@ class _Codegen:
         return e.fbin("fmul", p, scale)
 
     def _exp_table(self, x):
-        """e^x for x in (_EXP_LO, _EXP_HI) on AVX-512 (:func:`exp_reduction_table`): x = (16m +
-        j) ln2/16 + r, |r| <= ln2/32; e^x = 2^m (T_j + T_j expm1(r)), T_j = 2^(j/16) read by a
-        permute, expm1 r by its Taylor series to r^7 (truncation < 2e-18), 2^m applied by
-        ``vscalefpd``. About 2/3 of the vector operations of :meth:`_exp_poly`."""
+        """e^x for x in [_EXP_MIN, _EXP_MAX] on AVX-512 (:func:`exp_reduction_table`): x =
+        (16m + j) ln2/16 + r, |r| <= ln2/32; e^x = 2^m (T_j + T_j expm1(r)), T_j = 2^(j/16)
+        read by a permute, expm1 r by its Taylor series to r^7 (truncation < 2e-18), 2^m
+        applied by ``vscalefpd`` (which overflows to inf above 709.78 and rounds through the
+        subnormals to 0 below -745.13); NaN stays NaN. About 2/3 of the vector operations of
+        :meth:`_exp_poly`."""
         e = self.e
         t = e.fma(x, e.splat(EXP_TABLE_N / np.log(2.0)), e.splat(X._SHIFT))
         k = e.fbin("fsub", t, e.splat(X._SHIFT))
@@ -279,22 +281,25 @@ class _Codegen:
         r = e.fma(nk, e.splat(X._LN2_HI / EXP_TABLE_N), x)
         r = e.fma(nk, e.splat(X._LN2_LO / EXP_TABLE_N), r)
         q = e.fbin("fmul", self._poly(EXPM1_TAYLOR, r), r)
-        tj = self.lookup(EXP_TABLE, e(f"bitcast {e.vt} {t} to {e.it}"))   # index: k mod 16
+        j = e(f"and {e.it} {e(f'bitcast {e.vt} {t} to {e.it}')}, {e.isplat(EXP_TABLE_N - 1)}")
+        tj = self.lookup(EXP_TABLE, j)                  # k mod 16: the low bits of t
         y = e.fma(tj, q, tj)
         return self.x86("mask.scalef.pd", y, e.fbin("fmul", k, e.splat(1.0 / EXP_TABLE_N)))
 
     def _log_table(self, x):
-        """ln x for a normal positive x on AVX-512 (:func:`log_reduction_table`): x = 2^e m,
-        m in [3/4, 3/2) (``vgetmantpd``/``vgetexppd``); c_j the nearest of 16 centres 3/4 +
-        j/20 (c_5 = 1); ln m = ln c_j + 2 atanh(s), s = (m - c_j)/(m + c_j), |s| < 0.017, by
-        its series to s^9 (truncation < 1e-19); ln c_j in two parts, read by permutes."""
+        """ln x on AVX-512 (:func:`log_reduction_table`): x = 2^e m, m in [3/4, 3/2)
+        (``vgetmantpd``/``vgetexppd``, subnormals included); c_j the nearest of 16 centres
+        3/4 + j/20 (c_5 = 1); ln m = ln c_j + 2 atanh(s), s = (m - c_j)/(m + c_j), |s| <
+        0.017, by its series to s^9 (truncation < 1e-19); ln c_j in two parts, read by
+        permutes. The instructions give the edges: +-0 -> -inf (e = -inf), x < 0 -> NaN
+        (:data:`LOG_GETMANT_IMM`), inf -> inf, NaN -> NaN (tests/test_tape_llvm.py)."""
         e = self.e
         m = self.x86("mask.getmant.pd", x, imm=LOG_GETMANT_IMM)
         ex = self.x86("mask.getexp.pd", x)
         ex = e.sel(e.cmp("olt", m, e.splat(1.0)), e.fbin("fadd", ex, e.splat(1.0)), ex)
         t = e.fma(m, e.splat(1.0 / LOG_TABLE_STEP),
                   e.splat(X._SHIFT - LOG_TABLE_START / LOG_TABLE_STEP))
-        idx = e(f"bitcast {e.vt} {t} to {e.it}")
+        idx = e(f"and {e.it} {e(f'bitcast {e.vt} {t} to {e.it}')}, {e.isplat(15)}")
         c, lc_hi, lc_lo = (self.lookup(tab, idx) for tab in LOG_TABLE)
         s = e.fbin("fdiv", e.fbin("fsub", m, c), e.fbin("fadd", m, c))
         p = self._poly(LOG_ATANH_SERIES, e.fbin("fmul", s, s))
@@ -850,7 +855,7 @@ def _key(program, tag: str) -> str:
     if "source" not in _STATE:
         _STATE["source"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     h = hashlib.sha256(f"{_STATE['source']}|{tag}|{LANES}|{AVX512}|{PERM_MAX}|"
-                       f"{program.n_regs}".encode())
+                       f"{OUTLINE_MIN_INSTRUCTIONS}|{program.n_regs}".encode())
     for a in (program.code, program.immediates, program.table_data, program.const_regs,
               program.const_values, program.input_regs, program.layout[1]):
         a = np.ascontiguousarray(a)
