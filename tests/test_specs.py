@@ -587,3 +587,18 @@ def test_a_recent_spec_file_keeps_its_object_while_its_bytes_are_unchanged(tmp_p
     again = load_hardware("my-gpu")
     assert again is not first and again.hbm_capacity_bytes == 96 * units.GB
     assert load_hardware("my-gpu") is again
+
+
+def test_a_recent_spec_file_keeps_its_object_once_it_settles(tmp_path, monkeypatch):
+    """A file loaded while too recent for its stamp, then loaded again once its stamp can be
+    trusted, unchanged: the same object (the engine would otherwise trace its programs
+    again after every edit)."""
+    from inference_factory import specs
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
+    _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias1"))
+    monkeypatch.setattr(specs, "_RACY_NS", 10**18)               # not settled yet
+    first = load_hardware("my-gpu")
+    assert load_hardware("my-gpu") is first
+    monkeypatch.setattr(specs, "_RACY_NS", -1)                   # settled from now on
+    assert load_hardware("my-gpu") is first
+    assert load_hardware("my-gpu") is first

@@ -204,8 +204,8 @@ def test_long_axis_checks_equal_the_short_checks(name):
 
 
 def test_long_label_arrays_equal_numpy_indexing():
-    """Binding labels of a long point list are gathered on every core (as rows of int64
-    words): the same strings as numpy's indexing of the label table."""
+    """Binding labels of a long point list are gathered as rows of int64 words: the same
+    strings as numpy's indexing of the label table."""
     codes = np.random.default_rng(0).integers(0, len(core.RESOURCES),
                                               core._PARALLEL_MIN + 7).astype(np.int8)
     got = core._labels(codes)
@@ -216,8 +216,8 @@ def test_long_label_arrays_equal_numpy_indexing():
 
 
 def test_long_point_lists_evaluated_from_several_threads_at_once():
-    """Two threads evaluating long point lists at once (labels gathered on every core, the
-    compiled pass): each gets what it gets alone."""
+    """Two threads evaluating long point lists at once (the compiled pass, lazy labels):
+    each gets what it gets alone."""
     from concurrent.futures import ThreadPoolExecutor
     import xarray as xr
     n = core._PARALLEL_MIN + 11

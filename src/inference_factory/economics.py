@@ -19,6 +19,7 @@ from .errors import SpecError
 from .factory.config import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
 from .kernels import economics as kecon
 from .specs import HardwareSpec, load_hardware
+from .units import SECONDS_PER_HOUR
 
 CostBasis = Literal["rental", "capex", "tco"]
 
@@ -174,8 +175,8 @@ def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, e
     out = ds.copy()
     r = input_tokens_per_output_token
     out["gpu_cost_usd_per_hour"] = gpu_cost_decode
-    dec_tok_h = ds.decode_tokens_per_s_per_gpu * 3600.0 * utilization
-    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * 3600.0 * utilization
+    dec_tok_h = ds.decode_tokens_per_s_per_gpu * SECONDS_PER_HOUR * utilization
+    pre_tok_h = ds.prefill_tokens_per_s_per_gpu * SECONDS_PER_HOUR * utilization
     out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=gpu_cost_decode, tokens=dec_tok_h)
     out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=gpu_cost_prefill, tokens=pre_tok_h)
     out["usd_per_mtok_blended"] = (r * out.usd_per_mtok_input + out.usd_per_mtok_output) / (r + 1.0)

@@ -625,14 +625,16 @@ def _cached(path: Path, parse):
     st = os.stat(path)
     key = (parse, os.fspath(path), _stamp(st))
     settled = _settled(st, time.time_ns())
-    digest = None if settled else hashlib.sha256(Path(path).read_bytes()).digest()
     hit = _CACHE.get(key)
-    if hit is not None and (hit[1] is None or hit[1] == digest):
-        if settled and hit[1] is not None:
-            _CACHE[key] = (hit[0], None)
+    if hit is not None and hit[1] is None:          # a settled version: its stamp tells it
+        return hit[0]
+    digest = (hashlib.sha256(Path(path).read_bytes()).digest()
+              if hit is not None or not settled else None)
+    if hit is not None and hit[1] == digest:        # the same bytes (now settled or not yet)
+        _CACHE[key] = (hit[0], None if settled else digest)
         return hit[0]
     out = parse(path)
-    _CACHE[key] = (out, digest)
+    _CACHE[key] = (out, None if settled else digest)
     return out
 
 

@@ -43,7 +43,7 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             frac = g.rl.comm_sm_frac if phase == "prefill" else 0.0
             step = S.two_batch_s(costs, L, phase, comm_sm_frac=frac)
         else:
-            step = S.sequential_s(costs, parts=res)
+            step = S.sequential_s(res)
     return {
         "step_s": step, "res": res, "costs": costs, "mb": mb,
         "flop": mb * sum(c.op.count * c.op.flop for c in costs),
@@ -67,7 +67,7 @@ def binding(named: Mapping[str, Any]) -> Any:
     return code if np.ndim(code) else np.asarray(code).item()
 
 
-def _on_grid(x, like):
+def _broadcast_like(x, like):
     """``x`` on the grid of ``like``: ``x + 0 like`` (broadcast to its shape), or ``x`` itself
     where it is a per-point value of a traced block already."""
     return x if is_traced(x) else x + 0.0 * like
@@ -100,7 +100,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
         tps = kspec.expected_tokens_per_step(draft_depth=d, acceptance_rate=ax["acceptance_rate"])
     step_s = verify["step_s"] + draft_s
     for r in RESOURCES:
-        out[f"decode_{r}_s"] = _on_grid(verify["res"][r] + d * dpass["res"][r], step_s)
+        out[f"decode_{r}_s"] = _broadcast_like(verify["res"][r] + d * dpass["res"][r], step_s)
     out["decode_draft_s"] = draft_s
     out["decode_step_s"] = step_s
     out["decode_flop_per_gpu"] = verify["flop"] + d * dpass["flop"]
@@ -132,7 +132,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
     pre_s = pre["step_s"]
     for r in RESOURCES:
-        out[f"prefill_{r}_s"] = _on_grid(pre["res"][r], pre_s)
+        out[f"prefill_{r}_s"] = _broadcast_like(pre["res"][r], pre_s)
     out["prefill_restore_s"] = restore_s
     out["prefill_step_s"] = pre_s
     out["prefill_flop_per_gpu"] = pre["flop"]

@@ -79,8 +79,8 @@ def _as_axis(name: str, value: Any) -> Any:
     return arr
 
 
-#: Array length from which the checks of an integer axis are one compiled pass, binding labels
-#: are read lazily and gathered on every core (numba).
+#: Array length from which the checks of an integer axis are one compiled pass (numba) and
+#: binding labels are read lazily.
 _PARALLEL_MIN = 1 << 18
 
 
@@ -630,11 +630,7 @@ def _labels(codes: np.ndarray) -> np.ndarray:
     is gathered element by element; 10^6 labels: 15 -> 4 ms)."""
     if codes.ndim == 0:
         return _RESOURCE_LABELS[codes]
-    if codes.size >= _PARALLEL_MIN:
-        from .tape_exec import take_rows
-        words = take_rows(_LABEL_WORDS, codes.astype(np.int8, copy=False))
-    else:
-        words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
+    words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
     return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
 
 

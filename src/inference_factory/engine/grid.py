@@ -199,7 +199,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
             if not np.any(weight):
                 continue
             if corner[1:] not in rest:
-                node = [take(np.exp(axis)[c if axis.size > 1 else 0:], i)
+                node = [_gather(np.exp(axis), i, (c,))
                         for axis, (i, _, _, _), c in zip(grid.axes[1:], locs[1:], corner[1:])]
                 rest[corner[1:]] = np.log(roofline(1.0, *node))
             out = out + weight * (_gather(head, cell, corner) + rest[corner[1:]])

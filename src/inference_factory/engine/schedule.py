@@ -31,17 +31,14 @@ STAGES = {
 }
 
 
-def sequential_s(costs: list[Cost], micro_batches: int = 1,
-                 parts: dict[str, Any] | None = None) -> Any:
+def sequential_s(parts: dict[str, Any]) -> Any:
     r"""Every op of every micro-batch one after the other.
 
     .. math:: t = \mu \sum_{ops} n_{op}\, t_{op}
 
-    summed as the per-resource parts of :func:`by_resource` (each op's time is charged to
-    exactly one resource), ``parts`` where they are computed already.
+    summed as the per-resource ``parts`` of :func:`by_resource` (each op's time is charged
+    to exactly one resource, the micro-batches counted there).
     """
-    if parts is None:
-        parts = by_resource(costs, micro_batches)
     return sum(parts.values())
 
 

@@ -449,6 +449,8 @@ CHUNK_POINTS = 1 << 20
 #: kept). A call writing into memory used before skips the first-touch page faults of fresh
 #: memory: a Monte Carlo loop reuses its previous batch's arrays (10^6 points, all outputs,
 #: best of 8 interleaved on the 2-core VM: Llama 110 -> 77 ms, DeepSeek-V3 191 -> 154 ms).
+#: The size is a choice, not a measurement: the outputs of one 10^6-point call with every
+#: variable (about 30 float64 arrays of 8 MB) and its flag buffers fit.
 POOL_BYTES = 384 << 20
 
 
@@ -623,24 +625,7 @@ def _parallel(kernel, xa, ya, n_points):
         t.join()
 
 
-# ---- whole-array helpers of the result assembly (long point lists) ------------------------------
-
-@njit(parallel=True, **_JIT)
-def _take_rows(table, index, out):
-    for i in prange(index.size):
-        k = index[i]
-        for j in range(table.shape[1]):
-            out[i, j] = table[k, j]
-
-
-def take_rows(table: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``table[index]`` (rows of a 2-D table, by int8 row numbers in range), on every core:
-    a fresh output costs its page faults more than its copying, and they run in parallel."""
-    out = np.empty((index.size, table.shape[1]), dtype=table.dtype)
-    with _LOCK:         # numba's workqueue layer takes one parallel call at a time
-        _take_rows(table, np.ascontiguousarray(index).reshape(-1), out)
-    return out
-
+# ---- axis checks of long point lists ---------------------------------------------------
 
 @njit(**_JIT)
 def _summary(x):

@@ -32,8 +32,12 @@ def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
     one grid-sized array. :math:`(1 - q)^T` is computed as :math:`e^{\max(T \ln(1 - q), a_s)}`
     with :data:`SATURATED_EXPONENT` :math:`a_s` (the same within rounding), and the sum as
     :math:`\sum_j m_j - \sum_j m_j (1 - q_j)^T`: one multiply-add per bin; the subtraction
-    costs at most about :math:`\sum_j m_j / E_d` ulps of E_d (E_d >= k for T >= 1; below one
-    token, where E_d -> 0, the relative error grows: up to ~2e-12 measured for 0 < T < 1).
+    costs at most about :math:`\sum_j m_j / E_d` ulps of E_d. Against
+    :math:`\sum_j m_j\,(-\mathrm{expm1}(T \ln(1 - q_j)))`, which has no cancellation
+    (DeepSeek-V3's bins, EP32 with 32 redundant experts): within 3e-15 relative for T >= 1
+    (E_d >= k); below one token (a prefill pass mostly served from the cache), where
+    E_d -> 0, the relative error grows: up to 7e-9 measured from 1e-6 to 1 token
+    (``tests/test_measured.py``).
     """
     untouched = 0.0
     for m, q in expert_hit_prob:
