@@ -45,7 +45,7 @@ SHAPES = {
 def _spec(grid: str, points: int):
     import numpy as np
 
-    from inference_factory.sweep import SweepSpec
+    from inference_factory.analysis.sweep import SweepSpec
 
     shape = SHAPES[grid][points]
     axes = {"batch_size": tuple(float(v) for v in np.linspace(1, 1024, shape[0])),
@@ -64,7 +64,7 @@ def _spec(grid: str, points: int):
 def child(grid: str, points: int, chunk: int, fmt: str, in_memory: bool) -> dict:
     """One measurement in this (fresh) process."""
     import inference_factory as inf
-    from inference_factory.sweep import run_sweep, write_result
+    from inference_factory.analysis.sweep import run_sweep, write_result
 
     spec = _spec(grid, points)
     inf.evaluate("DeepSeek-V3", "H800-SXM", **FIXED)          # warm the spec cache

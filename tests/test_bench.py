@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from inference_factory import grammar as g
+from inference_factory.specs import grammar as g
 from inference_factory.cli import cli
 from inference_factory.errors import SpecError
-from inference_factory.tables import format_number, render
+from inference_factory.output.tables import format_number, render
 
 from cli_helpers import fails, ok
 
@@ -185,7 +185,7 @@ def h800_grid():
 def test_heatmap_masks_cells_that_do_not_fit_and_labels_them(h800_grid):
     from matplotlib.patches import Rectangle
 
-    from inference_factory.sweep_plot import UNFIT_LABEL, draw_sweep
+    from inference_factory.output.sweep_plot import UNFIT_LABEL, draw_sweep
 
     ds = h800_grid
     fits = ds["fits"].transpose("draft_depth", "batch_size").values
@@ -206,7 +206,7 @@ def test_heatmap_masks_cells_that_do_not_fit_and_labels_them(h800_grid):
 
 
 def test_binding_resource_heatmap_masks_too(h800_grid):
-    from inference_factory.sweep_plot import draw_sweep
+    from inference_factory.output.sweep_plot import draw_sweep
 
     fits = h800_grid["fits"].transpose("draft_depth", "batch_size").values
     fig = draw_sweep(h800_grid, x="batch_size", y="draft_depth", var="decode_binding_resource")
@@ -215,7 +215,7 @@ def test_binding_resource_heatmap_masks_too(h800_grid):
 
 
 def test_line_plot_breaks_at_unfit_points_and_log_options(h800_grid):
-    from inference_factory.sweep_plot import draw_sweep
+    from inference_factory.output.sweep_plot import draw_sweep
 
     ds = h800_grid.sel(draft_depth=0.0)
     fig = draw_sweep(ds, x="batch_size", var="decode_tokens_per_s_per_gpu", logx=True,
@@ -283,7 +283,7 @@ def test_every_command_has_help(path):
 
 
 def test_prices_list_and_show_read_the_bundled_prices():
-    from inference_factory.factory.config import load_prices
+    from inference_factory.specs.prices import load_prices
 
     rows = json.loads(ok(run("prices", "list", "--json")))["rows"]
     assert {r["id"] for r in rows} == set(load_prices())

@@ -14,8 +14,8 @@ import pytest
 import xarray as xr
 
 import inference_factory as inf
-from inference_factory.economics import CostModel, add_economics
-from inference_factory.factory.config import load_prices
+from inference_factory.analysis.economics import CostModel, add_economics
+from inference_factory.specs.prices import load_prices
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICE_ID = "deepseek-chat-2025-02"

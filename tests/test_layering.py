@@ -1,5 +1,14 @@
-"""Imports go one way (shared/DESIGN.md): kernels <- specs/realism <- engine <- factory,
-economics, questions, validation, sweep <- cli. Kernels import numpy and nothing else."""
+"""The package's floors (shared/DESIGN.md): one folder per layer, each importing only the layers
+below it, in this order:
+
+    vocabulary (errors, units, bounds, axes) < kernels < output < specs < engine < factory
+    < analysis < cli
+
+Kernels import numpy and nothing else; the analysis layer never imports click; output never
+imports the physics or the analysis; the engine's physics never imports an execution backend
+(only its entry point, ``engine/core.py``, picks one; the physics sees the backend through
+``engine/xp.py``); prices and cost assumptions come from ``specs/``, never from ``factory/``;
+there is no import cycle."""
 
 import ast
 from pathlib import Path
@@ -7,56 +16,154 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "inference_factory"
+VOCABULARY = {"errors", "units", "bounds", "axes"}
+FLOORS = ["kernels", "output", "specs", "engine", "factory", "analysis", "cli"]
+MODULES = sorted(p for p in PKG.rglob("*.py"))
 
 
-def imported(path: Path) -> set[str]:
-    """Top-level names a module imports, with relative imports resolved inside the package."""
+def _name(path: Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("").parts
+    return ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> tuple[set[str], set[str]]:
+    """(package modules, outside top-level packages) a module imports; with ``top_level_only``
+    the imports run when the module is imported (not those inside functions)."""
     tree = ast.parse(path.read_text())
     rel = path.relative_to(PKG).with_suffix("").parts
-    out = set()
-    for node in ast.walk(tree):
+    pkg = list(rel[:-1])
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    if top_level_only:       # imports under `if`/`try` at module level run at import too
+        nodes = [n for top in tree.body for n in ast.walk(top)
+                 if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    inside, outside = set(), set()
+    for node in nodes:
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
+            for a in node.names:
+                if a.name.startswith("inference_factory"):
+                    inside.add(a.name.removeprefix("inference_factory").lstrip("."))
+                else:
+                    outside.add(a.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = list(rel[:-node.level]) if node.level <= len(rel) else []
+                base = pkg[:len(pkg) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
-                names = [mod] if node.module else [f"{mod}.{a.name}".strip(".") for a in node.names]
-                out |= {"inference_factory." + n.split(".")[0] if n else "inference_factory"
-                        for n in names}
+            elif node.module.startswith("inference_factory"):
+                mod = node.module.removeprefix("inference_factory").lstrip(".")
             else:
-                out.add(node.module.split(".")[0])
-    return out
+                outside.add(node.module.split(".")[0])
+                continue
+            for a in node.names:      # `from . import x` may name a module
+                sub = f"{mod}.{a.name}".strip(".")
+                p = PKG / sub.replace(".", "/")
+                inside.add(sub if p.with_suffix(".py").exists() or p.is_dir() else mod)
+    return inside, outside
+
+
+def floor(module: str) -> int:
+    """-1 for the package root and the vocabulary modules, else the index in FLOORS."""
+    head = module.split(".")[0]
+    return FLOORS.index(head) if head in FLOORS else -1
+
+
+def test_the_top_holds_the_layer_folders_and_a_few_vocabulary_modules():
+    files = {p.stem for p in PKG.glob("*.py")} - {"__init__", "__main__"}
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert files <= VOCABULARY, f"modules at the top beyond the vocabulary: {files - VOCABULARY}"
+    assert folders == set(FLOORS), folders ^ set(FLOORS)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_import_runs_back_up(path):
+    me = _name(path)
+    if floor(me) < 0 and me not in VOCABULARY:      # the package root re-exports lazily
+        return
+    inside, _ = imports(path)
+    up = sorted(m for m in inside if m and floor(m) > floor(me))
+    assert not up, f"{me} (floor {FLOORS[floor(me)] if floor(me) >= 0 else 'vocabulary'}) " \
+                   f"imports {up}, a floor above it"
+    if me in VOCABULARY:
+        assert not any(m.split(".")[0] in FLOORS for m in inside), (me, inside)
 
 
 @pytest.mark.parametrize("path", sorted((PKG / "kernels").glob("*.py")), ids=lambda p: p.name)
 def test_kernels_import_only_numpy(path):
-    extra = imported(path) - {"__future__", "math", "numpy", "typing"}
+    inside, outside = imports(path)
+    extra = (outside | inside) - {"__future__", "math", "numpy", "typing"}
     assert not extra, f"kernels/{path.name} imports {sorted(extra)}; kernels may import only numpy"
 
 
-LOWER = {  # module -> package modules it must not import (the layers above it)
-    "specs.py": {"engine", "factory", "economics", "questions", "validation", "sweep", "cli"},
-    "realism.py": {"engine", "factory", "economics", "questions", "validation", "sweep", "cli"},
-    **{f"engine/{p.name}": {"factory", "economics", "questions", "validation", "sweep", "cli"}
-       for p in (PKG / "engine").glob("*.py")},
-    "economics.py": {"questions", "validation", "sweep", "cli"},
-}
+@pytest.mark.parametrize("path", [p for p in MODULES if floor(_name(p)) < FLOORS.index("cli")],
+                         ids=_name)
+def test_only_the_command_line_imports_click(path):
+    assert "click" not in imports(path)[1], f"{_name(path)} imports click"
 
 
-@pytest.mark.parametrize("name", sorted(LOWER))
-def test_lower_layers_do_not_import_upper_ones(name):
-    got = {n.split(".", 1)[1] for n in imported(PKG / name) if n.startswith("inference_factory.")}
-    assert not (got & LOWER[name]), f"{name} imports {sorted(got & LOWER[name])}"
+@pytest.mark.parametrize("path", sorted((PKG / "output").glob("*.py")), ids=lambda p: p.name)
+def test_output_knows_arrays_and_files_not_the_physics(path):
+    inside, _ = imports(path)
+    bad = sorted(m for m in inside if m.split(".")[0] in {"kernels", "engine", "factory",
+                                                          "analysis"})
+    assert not bad, f"output/{path.name} imports {bad}"
 
 
-@pytest.mark.parametrize("path", sorted((PKG / "factory").glob("*.py")), ids=lambda p: p.name)
-def test_factory_does_not_import_the_surface(path):
-    got = {n.split(".", 1)[1] for n in imported(path) if n.startswith("inference_factory.")}
-    bad = got & {"questions", "validation", "sweep", "sweep_cli", "questions_cli"}
-    if path.name != "cli_commands.py":
-        bad |= got & {"cli"}
-    assert not bad, f"factory/{path.name} imports {sorted(bad)}"
+ENTRY = {"engine.core", "engine"}     # the engine's entry point picks the backend
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "engine").glob("*.py")), ids=lambda p: p.name)
+def test_engine_physics_never_imports_a_backend(path):
+    if _name(path) in ENTRY:
+        return
+    inside, outside = imports(path)
+    bad = sorted(m for m in inside if m.startswith("engine.backends")) + sorted(
+        outside & {"numba", "llvmlite"})
+    assert not bad, f"{_name(path)} imports {bad}; the physics sees backends through engine/xp.py"
+
+
+PRICE_NAMES = {"Price", "Economics", "load_prices", "resolve_price",
+               "INPUT_TOKENS_PER_OUTPUT_TOKEN"}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_nothing_takes_prices_from_the_factory(path):
+    me = _name(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("config") \
+                and (node.level or node.module.startswith("inference_factory")):
+            got = {a.name for a in node.names} & PRICE_NAMES
+            assert not got, f"{me} takes {sorted(got)} from factory/config.py; use specs.prices"
+
+
+def test_there_is_no_import_cycle():
+    """Among the imports that run at import time (function-level imports are lazy by design)."""
+    graph = {}
+    for p in MODULES:
+        me = _name(p)
+        graph[me] = {m for m in imports(p, top_level_only=True)[0] if m != me}
+    known = set(graph)
+
+    def resolve(m):      # `from .x import y` where y is a name: the module x
+        while m and m not in known:
+            m = m.rsplit(".", 1)[0] if "." in m else ""
+        return m
+
+    graph = {k: {resolve(m) for m in v} - {"", k} for k, v in graph.items()}
+    # a package's __init__ importing its own submodules, and a submodule importing its
+    # package's names, is the usual re-export, not a cycle of logic: drop child -> parent edges
+    graph = {k: {m for m in v if not k.startswith(m + ".")} for k, v in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                raise AssertionError(" -> ".join(stack[stack.index(n):] + [n]))
+            if n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
 
 
 def test_the_command_line_starts_without_the_numeric_stack():

@@ -15,7 +15,7 @@ from inference_factory.factory.levers import NO_CHANGE_REL, no_change_reasons
 from inference_factory.factory.simulate import simulate, static_fill_time_s
 from inference_factory.factory.workload import generate_trace, load_trace
 from inference_factory.kernels import speculative as kspec
-from inference_factory.realism import load_realism
+from inference_factory.specs.realism import load_realism
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 N = 2500

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from inference_factory import SpecError
-from inference_factory._io import atomic_output, json_text, write_text_atomic
+from inference_factory.output.files import atomic_output, json_text, write_text_atomic
 
 
 def _entries(folder):
@@ -76,7 +76,7 @@ def test_signal_handlers_are_restored_after_the_write(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, time
-    from inference_factory._io import atomic_output
+    from inference_factory.output.files import atomic_output
     with atomic_output(sys.argv[1]) as tmp:
         with open(tmp, "w") as fh:
             fh.write("x" * 100000)

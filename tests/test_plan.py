@@ -19,10 +19,10 @@ from click.testing import CliRunner
 
 import inference_factory as inf
 from inference_factory.cli import cli
-from inference_factory.economics import CostModel, add_economics
+from inference_factory.analysis.economics import CostModel, add_economics
 from inference_factory.factory.config import Levers, load_config
 from inference_factory.factory.simulate import lever_precisions
-from inference_factory.plan import config_toml, plan
+from inference_factory.analysis.plan import config_toml, plan
 
 from cli_helpers import fails, ok
 

@@ -11,10 +11,10 @@ import xarray as xr
 from click.testing import CliRunner
 
 import inference_factory as inf
-from inference_factory import questions as q
+from inference_factory.analysis import questions as q
 from inference_factory.cli import cli
-from inference_factory.economics import CostModel, add_economics
-from inference_factory.factory.config import load_prices
+from inference_factory.analysis.economics import CostModel, add_economics
+from inference_factory.specs.prices import load_prices
 
 DS = "DeepSeek-V3"
 PRICE = "deepseek-chat-2025-02"

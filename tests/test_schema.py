@@ -1,4 +1,4 @@
-"""The input schemas (inference_factory.schema): published JSON Schema is current, every
+"""The input schemas (inference_factory.specs.schema): published JSON Schema is current, every
 bundled file conforms, and messages are one line naming file, key, value and what is allowed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from inference_factory import SpecError
-from inference_factory import schema as S
+from inference_factory.specs import schema as S
 
 ROOT = Path(__file__).resolve().parents[1]
 

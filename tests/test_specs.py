@@ -17,7 +17,7 @@ import pytest
 
 from inference_factory import units
 from inference_factory.errors import SpecError
-from inference_factory.realism import TERMS, Realism, load_realism
+from inference_factory.specs.realism import TERMS, Realism, load_realism
 from inference_factory.specs import (
     bundled_dir,
     data_dir,
@@ -522,7 +522,7 @@ def _edit_in_place(path: Path, text: str) -> None:
 
 
 def test_spec_lookup_cache_sees_edits_additions_and_removals(tmp_path, monkeypatch):
-    from inference_factory import specs
+    from inference_factory.specs import catalog as specs
     # every stamp trusted at once: the cache is used from the first call, so each change
     # below must be noticed through the stamps alone
     monkeypatch.setattr(specs, "_RACY_NS", -1)
@@ -558,7 +558,7 @@ def test_spec_lookup_cache_distrusts_recent_stamps(tmp_path, monkeypatch):
     """A file edited within one tick of the file system's clock keeps its timestamps: files
     younger than ``_RACY_NS`` are read again on every call. Simulated here by stamps without
     times (a clock that never moves): an in-place edit of the same size is still seen."""
-    from inference_factory import specs
+    from inference_factory.specs import catalog as specs
     monkeypatch.setattr(specs, "_stamp", lambda st: (st.st_dev, st.st_ino, st.st_size))
     monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
     path = _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias1"))
@@ -575,7 +575,7 @@ def test_a_recent_spec_file_keeps_its_object_while_its_bytes_are_unchanged(tmp_p
     """A file too recent for its stamp to be trusted is compared by content: repeated
     loads return the same object (the engine keys its compiled programs on it), an edit of
     the same size under the same stamp gives a new one."""
-    from inference_factory import specs
+    from inference_factory.specs import catalog as specs
     monkeypatch.setattr(specs, "_stamp", lambda st: (st.st_dev, st.st_ino, st.st_size))
     monkeypatch.setattr(specs, "_RACY_NS", 10**18)               # never settled
     monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
@@ -593,7 +593,7 @@ def test_a_recent_spec_file_keeps_its_object_once_it_settles(tmp_path, monkeypat
     """A file loaded while too recent for its stamp, then loaded again once its stamp can be
     trusted, unchanged: the same object (the engine would otherwise trace its programs
     again after every edit)."""
-    from inference_factory import specs
+    from inference_factory.specs import catalog as specs
     monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
     _write(tmp_path, "My-GPU", _my_gpu(80, "MyAlias1"))
     monkeypatch.setattr(specs, "_RACY_NS", 10**18)               # not settled yet

@@ -240,7 +240,7 @@ def test_long_point_lists_evaluated_from_several_threads_at_once():
 def test_realism_variants_are_one_object_each():
     """The engine keys its compiled one-point programs on the realism object: the same
     variant asked for twice is the same object, in any order of its terms."""
-    from inference_factory.realism import TERMS, Realism, load_realism
+    from inference_factory.specs.realism import TERMS, Realism, load_realism
     base = load_realism()
     a, b = TERMS[0], TERMS[-1]
     assert base.without(a, b) is base.without(b, a) is base.without(a, b, a)
@@ -298,7 +298,7 @@ def test_output_memory_is_reused_only_once_no_result_refers_to_it(monkeypatch):
     its arrays, keeps its values; a longer call lets go of the unused shorter arrays; an
     array larger than the pool's cap is never kept."""
     import xarray as xr
-    from inference_factory.engine import tape_exec as TE
+    from inference_factory.engine.backends import interp as TE
     TE.release_buffers()
     n = core.FUSED_MIN_POINTS + 100
 

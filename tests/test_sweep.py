@@ -22,8 +22,8 @@ from click.testing import CliRunner
 import inference_factory as inf
 from inference_factory import SpecError
 from inference_factory.cli import cli
-from inference_factory.economics import CostModel, add_economics
-from inference_factory.sweep import (SweepSpec, load_sweep_file, open_result, parse_axis,
+from inference_factory.analysis.economics import CostModel, add_economics
+from inference_factory.analysis.sweep import (SweepSpec, load_sweep_file, open_result, parse_axis,
                                      parse_setting, parse_values, run_sweep, write_result)
 
 from cli_helpers import fails, ok

@@ -1,4 +1,4 @@
-"""The fused compiled pass (engine.tape + engine.tape_exec) against the reference numpy
+"""The fused compiled pass (engine.backends.tape + engine.backends.interp) against the reference numpy
 evaluation: the same block code traced once and replayed per point must give every output
 variable to 1e-9 relative, whatever the model, device, realism and structure; and its
 compiled building blocks (exp, log, interp, searchsorted) must match numpy's."""
@@ -9,18 +9,16 @@ import xarray as xr
 
 import inference_factory as inf
 from inference_factory.engine import core
-from inference_factory.engine import tape as T
-from inference_factory.engine import tape_exec as TE
-from inference_factory.engine import tape_llvm as TL
+from inference_factory.engine import xp
+from inference_factory.engine.backends import tape as T
+from inference_factory.engine.backends import interp as TE
 
 N = 5_000          # above core.FUSED_MIN_POINTS: a list of points takes the fused pass
 
 
 @pytest.fixture(autouse=True)
-def _interpreter_only(monkeypatch):
-    """These tests are about the interpreter: no compiled kernel (tests/test_tape_llvm.py),
-    even where one is in the cache."""
-    monkeypatch.setattr(TL, "ENABLED", False)
+def _fresh_programs(monkeypatch):
+    """Each test traces its own programs (none kept from another test)."""
     monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
 
 
@@ -114,7 +112,7 @@ def test_programs_skip_guarded_regions():
     tape = T.Tape()
     x = tape.input("x")
     mask = x > 2.0
-    with T.guarded(mask):
+    with xp.guarded(mask):
         g = np.log(x * 3.0) + 1.0
     out = np.where(mask, g, 0.0) + x
     prog = T.compile_outputs(tape, {"y": out})
@@ -150,9 +148,9 @@ def test_tracer_refuses_what_it_cannot_record():
     with pytest.raises(T.NotTraceable):
         np.asarray(x)
     assert (x > 1.0).any() is True          # conservative: the caller takes its per-point form
-    np.testing.assert_array_equal(T.concrete(x), [1.0, 2.0])
+    np.testing.assert_array_equal(xp.concrete(x), [1.0, 2.0])
     with pytest.raises(T.NotTraceable):
-        T.concrete(x + 1.0)                 # intermediate values are not known while tracing
+        xp.concrete(x + 1.0)                 # intermediate values are not known while tracing
 
 
 def test_constants_fold_and_common_subexpressions_merge():
@@ -305,7 +303,7 @@ def _trace_whole_block(grid):
     """The whole DeepSeek-V3 block of the test above, traced (every output)."""
     from inference_factory.engine.block import evaluate_block
     from inference_factory.engine.geometry import validate_struct
-    from inference_factory.realism import load_realism
+    from inference_factory.specs.realism import load_realism
     from inference_factory.specs import load_hardware, load_model
     from inference_factory.axes import NUMERIC_AXES, STRUCT_AXES
     s = dict(STRUCT_AXES, dp=8, ep=8)

@@ -1,4 +1,4 @@
-"""Regenerate the JSON Schema files beside this script from inference_factory.schema.
+"""Regenerate the JSON Schema files beside this script from inference_factory.specs.schema.
 
     python docs/schema/generate.py
 
@@ -7,7 +7,7 @@ tests/test_schema.py fails when a committed file differs from what this writes.
 
 from pathlib import Path
 
-from inference_factory.schema import write_json_schemas
+from inference_factory.specs.schema import write_json_schemas
 
 if __name__ == "__main__":
     for path in write_json_schemas(Path(__file__).resolve().parent):

@@ -19,7 +19,7 @@ from .cost import Cost, cost_ops
 from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
                        mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops
-from .tape import concrete, is_traced
+from .xp import concrete, is_traced
 
 RESOURCES = ("compute", "memory", "comm", "overhead")
 

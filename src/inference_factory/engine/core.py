@@ -24,11 +24,11 @@ from xarray.core import indexing as _xr_indexing
 
 from .. import __version__
 from ..errors import SpecError
-from ..realism import Realism, load_realism
+from ..specs.realism import Realism, load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .block import RESOURCES, evaluate_block, op_table
 from .geometry import validate_struct
-from .tape import NotTraceable
+from .backends.tape import NotTraceable
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap  # noqa: F401 (re-exported)
 
 
@@ -59,7 +59,7 @@ def _as_axis(name: str, value: Any) -> Any:
     vals = np.asarray(arr, dtype=float)
     stats = None
     if integer and vals.size >= _PARALLEL_MIN:    # a long list of points: one compiled pass
-        from .tape_exec import summary
+        from .backends.interp import summary
         stats = summary(vals)
     if stats is not None:
         mn, mx, whole = stats
@@ -393,8 +393,8 @@ def _evaluate_point(g, raw: Mapping[str, float], acceptance_by_position, draft,
     """:func:`.block.evaluate_block` at one point, through a program traced once per
     structure (:mod:`.tape`) and kept: a repeated one-configuration call (a question, a
     search, a plan) costs a replay, not the ~1,000 numpy operations on scalars."""
-    from . import tape as T
-    from .tape_exec import run_point
+    from .backends import tape as T
+    from .backends.interp import run_point
 
     key = _structure_key(g, draft, acceptance_by_position, variables) + (
         bool(raw["draft_depth"] > 0),)
@@ -440,7 +440,7 @@ def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
     """The block's program with the axes in ``data`` (their values at the points) traced and
     the others fixed at ``point``, and the dtype of each output (the numpy block at
     ``point``, one of the points). Raises :class:`.tape.NotTraceable`."""
-    from . import tape as T
+    from .backends import tape as T
 
     tape = T.Tape()
     # each numeric axis is validated inside its range (:func:`_as_axis`)
@@ -468,7 +468,7 @@ def _evaluate_fused(g, raw: Mapping[str, Any], axis: int, n: int, acceptance_by_
     along dimension ``axis`` only), as one compiled pass: the block's numpy code is traced
     once on stand-ins for the per-point axes (:mod:`.tape`) and the recorded program runs
     over the points (:mod:`.tape_exec`). Same results as the numpy passes (to rounding)."""
-    from .tape_exec import run
+    from .backends.interp import run
 
     shape = [1] * np.ndim(next(a for a in raw.values() if np.ndim(a)))
     shape[axis] = n

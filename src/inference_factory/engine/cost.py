@@ -21,7 +21,7 @@ from . import grid as G
 from .geometry import Geom
 from .measured import a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s, tables_for
 from .ops import Op
-from .tape import is_traced
+from .xp import is_traced
 
 
 @dataclass

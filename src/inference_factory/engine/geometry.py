@@ -13,8 +13,8 @@ import numpy as np
 from .. import units
 from ..errors import SpecError
 from ..kernels import moe as kmoe
-from ..realism import Realism
-from ..schema import MAX_GPUS
+from ..specs.realism import Realism
+from ..specs.schema import MAX_GPUS
 from ..specs import HardwareSpec, ModelSpec
 
 

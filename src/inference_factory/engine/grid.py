@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tape import guarded, is_traced, take
+from .xp import guarded, is_traced, take
 
 #: Where an op's time came from; stored as small integers, labelled in the Dataset.
 SOURCES = ("roofline", "extrapolated", "interpolated", "measured")

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from .._io import json_text
+from ..output.files import json_text
 from .config import LEVERS, FactoryConfig
 from .levers import lever_effects, no_change_reasons
 from .simulate import config_trace, simulate, side_config, with_config_class_params

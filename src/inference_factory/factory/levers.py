@@ -16,7 +16,7 @@ import pandas as pd
 from ..engine import evaluate
 from ..errors import SpecError
 from ..kernels import speculative as kspec
-from ..realism import load_realism
+from ..specs.realism import load_realism
 from .simulate import DecodeGrid, SideResult, decode_point
 
 #: TPOT targets of the speculation curve [s]

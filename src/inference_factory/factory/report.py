@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._io import atomic_output, write_text_atomic
+from ..output.files import atomic_output, write_text_atomic
 from ..errors import SpecError
 from .compare import HEADLINE, _fmt, attribution_table, lever_effect_lines
 from .levers import lever_waterfall

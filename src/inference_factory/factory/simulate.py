@@ -19,7 +19,7 @@ import numpy as np
 
 from ..engine import evaluate
 from ..errors import SpecError
-from ..realism import load_realism
+from ..specs.realism import load_realism
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
 from ..kernels import moe as kmoe

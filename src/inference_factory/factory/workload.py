@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .. import schema
+from ..specs import schema
 from ..errors import SpecError
 from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 MOONCAKE_BLOCK_TOKENS = 512          # block size of the hash_ids in Mooncake's public traces

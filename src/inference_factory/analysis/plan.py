@@ -38,13 +38,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .axes import NUMERIC_AXES
+from ..axes import NUMERIC_AXES
 from .economics import CostModel, add_economics
-from .engine import evaluate
-from .errors import SpecError
-from .factory.config import Levers, resolve_price
-from .factory.simulate import lever_precisions, prefill_busy_share
-from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from ..engine import evaluate
+from ..errors import SpecError
+from ..factory.config import Levers
+from ..specs.prices import resolve_price
+from ..factory.simulate import lever_precisions, prefill_busy_share
+from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
            "usd_per_mtok_output_all_in", "gpus_for_load", "config_toml", "OBJECTIVES"]
@@ -521,8 +522,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     and shapes, the levers the recommendation uses, one workload class of ``isl`` / ``osl``
     tokens, the targets as SLOs, and an arrival rate that loads the recommended deployment
     (the load given to :func:`plan`, else the GPU budget) to ``target_utilization``."""
-    from .realism import load_realism
-    from .factory.config import load_prices
+    from ..specs.realism import load_realism
+    from ..specs.prices import load_prices
 
     req = result.request
     recs = result.recommendations
@@ -655,7 +656,7 @@ def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ._io import atomic_output
+    from ..output.files import atomic_output
 
     req = result.request
     fig = Figure(figsize=size, dpi=dpi, layout="constrained")

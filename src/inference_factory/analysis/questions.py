@@ -34,11 +34,11 @@ import xarray as xr
 
 from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
                         economics_from_rates, gpu_cost_usd_per_hour)
-from .factory.config import resolve_price
-from .factory.levers import INTERACTIONS, WATERFALL_METRICS, lever_waterfall
-from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
-from .errors import SpecError
-from .specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from ..specs.prices import resolve_price
+from ..factory.levers import INTERACTIONS, WATERFALL_METRICS, lever_waterfall
+from ..engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
+from ..errors import SpecError
+from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 __all__ = ["best_draft_depth", "max_batch_meeting_slo", "cheapest_meeting_slo", "pareto_front",
            "pareto_mask", "tornado", "monte_carlo", "MonteCarloResult", "default_batch_grid",

@@ -80,7 +80,7 @@ class Tape:
 
     def input(self, name: str, data: np.ndarray | None = None,
               bounds: tuple[float, float] | None = None) -> "Traced":
-        """A traced input; ``data`` (its values at the points) answers :func:`concrete`;
+        """A traced input; ``data`` (its values at the points) answers :func:`inference_factory.engine.xp.concrete`;
         ``bounds``: (lo, hi) its values never leave (validated), from which the compiler
         knows which sums have no negative term (:func:`_regroup_sums`)."""
         self.nodes.append(("input", (), ()))
@@ -166,19 +166,6 @@ class _Guard:
         return False
 
 
-class _NoGuard:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def guarded(mask):
-    """:meth:`Tape.guarded` for a traced mask; nothing for a concrete one."""
-    return mask.tape.guarded(mask) if isinstance(mask, Traced) else _NoGuard()
-
-
 def _simplify(op, operands):
     """x*1, 1*x, x/1, x+0, 0+x, x-0 are x (exact in IEEE arithmetic)."""
     if len(operands) != 2:
@@ -196,16 +183,6 @@ def is_traced(*xs) -> bool:
     return any(isinstance(x, Traced) for x in xs)
 
 
-def concrete(x):
-    """The values of ``x`` at the points: ``x`` itself unless it is a traced input (whose data
-    the tape holds); for a Python branch over a whole block (is there any draft?)."""
-    if not isinstance(x, Traced):
-        return x
-    if x.node not in x.tape.data:
-        raise NotTraceable("the values of a traced intermediate are not known while tracing")
-    return x.tape.data[x.node]
-
-
 class Traced:
     """A per-point value being traced: numpy's elementwise functions and operators record
     themselves on the tape. Shaped like a one-element array (so it broadcasts with scalars),
@@ -220,6 +197,23 @@ class Traced:
 
     def __init__(self, tape: Tape, node: int):
         self.tape, self.node = tape, node
+
+    # -- the engine's array seam (engine/xp.py) -------------------------------------------
+    __xp_traced__ = True
+
+    def xp_concrete(self):
+        """The values at the points: an input's data (the tape holds it)."""
+        if self.node not in self.tape.data:
+            raise NotTraceable("the values of a traced intermediate are not known while tracing")
+        return self.tape.data[self.node]
+
+    def xp_take(self, values):
+        """``values.reshape(-1)[self]`` for a concrete table."""
+        return self.tape.emit("take", (self,), (self.tape.table(np.asarray(values)),))
+
+    def xp_guarded(self):
+        """The tape's guarded region of this mask."""
+        return self.tape.guarded(self)
 
     # -- numpy protocols ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
@@ -328,14 +322,6 @@ def _searchsorted(a, v, side="left", sorter=None):
         raise NotTraceable("numpy.searchsorted other than side='right' on a concrete axis")
     t = _tape_of(v)
     return t.emit("search_right", (v,), (t.table(a),))
-
-
-def take(values, index):
-    """``values.reshape(-1)[index]`` for a concrete table and a traced or concrete index."""
-    values = np.asarray(values)
-    if isinstance(index, Traced):
-        return index.tape.emit("take", (index,), (index.tape.table(values),))
-    return values.reshape(-1).take(index)
 
 
 def _ndim(a):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from .errors import SpecError
-from .tables import chosen_format, format_option, render
+from ..errors import SpecError
+from ..output.tables import chosen_format, render
+from .params import format_option
 
 
 # --------------------------------------------------------------------------------------------
@@ -25,8 +26,8 @@ def prices_group() -> None:
 def _price_rows(model: str | None):
     import dataclasses
 
-    from .factory.config import load_prices
-    from .specs import load_model
+    from ..specs.prices import load_prices
+    from ..specs import load_model
 
     want = load_model(model).name if model else None
     return [dataclasses.asdict(p) for p in load_prices().values()
@@ -56,7 +57,7 @@ def prices_show(price_id: str, as_json: bool) -> None:
     import dataclasses
     import json
 
-    from .factory.config import resolve_price
+    from ..specs.prices import resolve_price
 
     p = dataclasses.asdict(resolve_price(price_id))
     if as_json:
@@ -78,7 +79,7 @@ def configs_group() -> None:
 
 def _configs() -> dict[str, tuple[Path, str, str]]:
     """name -> (path, kind, description) of every bundled config file."""
-    from .specs import bundled_dir
+    from ..specs import bundled_dir
 
     root = bundled_dir("configs")
     out = {}

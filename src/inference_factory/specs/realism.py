@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Mapping
 from pathlib import Path
 
-from . import units
-from .errors import SpecError
-from .specs import HardwareSpec, _cached, _read_toml, _Table, data_dir
+from .. import units
+from ..errors import SpecError
+from .catalog import _cached
+from .files import _read_toml, _Table, data_dir
+from .hardware import HardwareSpec
 
 TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
          "routing", "memory", "measured")

@@ -8,9 +8,11 @@ from typing import Any
 
 import click
 
-from . import grammar as g
-from .errors import SpecError
-from .tables import chosen_format, format_option, render
+from ..specs import grammar as g
+from . import params as p
+from ..errors import SpecError
+from ..output.tables import chosen_format, render
+from .params import format_option
 
 #: Columns printed as a table (every column goes to csv and json).
 TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
@@ -42,9 +44,9 @@ def _gpus(ctx, param, value):
               help="Prompt tokens per request.")
 @click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Output tokens per request.")
-@click.option("--ttft", type=g.DurationParam(), default="5s", show_default=True,
+@click.option("--ttft", type=p.DurationParam(), default="5s", show_default=True,
               help="TTFT target (the default is a factory config's default [slo] ttft_s).")
-@click.option("--tpot", type=g.DurationParam(), default=None, help="TPOT target, e.g. 50ms.")
+@click.option("--tpot", type=p.DurationParam(), default=None, help="TPOT target, e.g. 50ms.")
 @click.option("--objective", type=click.Choice(["usd_per_mtok_output_all_in",
                                                 "output_tokens_per_s_per_gpu",
                                                 "tokens_per_s_per_user"]),
@@ -57,9 +59,9 @@ def _gpus(ctx, param, value):
               show_default=True,
               help="Precision profiles: native (BF16 KV) and/or low (FP8 KV and dispatch, FP4 "
                    "experts where the device has FP4), as the factory's low_precision lever.")
-@click.option("--parallelism", "-p", multiple=True, type=g.ShapeParam(),
+@click.option("--parallelism", "-p", multiple=True, type=p.ShapeParam(),
               help="Instance shapes to try instead of the default search (repeat).")
-@click.option("--axis", "-a", "axes", multiple=True, type=g.AxisParam(), callback=g.collect_axes,
+@click.option("--axis", "-a", "axes", multiple=True, type=p.AxisParam(), callback=p.collect_axes,
               help="Search grids (batch_size, draft_depth, prefill_batch_size, overlap) or "
                    "fixed engine values (acceptance_rate, expert_skew, redundant_experts, "
                    "cache_hit_rate, context_cv).")
@@ -100,9 +102,9 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         --ttft 2s --tpot 50ms --price deepseek-chat-2025-02 --plot pareto.png \\
         --emit-config plan.toml
     """
-    from .economics import CostModel
-    from .plan import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, config_toml, plan, plot_front
-    from .questions_cli import _names, check_shapes
+    from ..analysis.economics import CostModel
+    from ..analysis.plan import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, config_toml, plan, plot_front
+    from .questions import _names, check_shapes
 
     fmt = chosen_format(fmt, as_json)
     hws = _names(hardware) or ["H800-SXM"]
@@ -111,7 +113,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         if path is not None and not path.lower().endswith(suffixes):
             raise SpecError(f"{opt} {path!r}: the name must end in {' or '.join(suffixes)}")
     if plot_path is not None:
-        from .sweep import require
+        from ..errors import require
         require("matplotlib", f"--plot {plot_path}", extra="plots")
     searched = {"batch_size": DEFAULT_BATCHES, "draft_depth": None,
                 "prefill_batch_size": DEFAULT_PREFILL_BATCHES, "overlap": None}
@@ -164,19 +166,19 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
     elif fmt == "json":
         import json
 
-        from .tables import records
+        from ..output.tables import records
         text = json.dumps({"recommendations": records(recs), "front": records(result.front),
                            "request": result.request}, indent=2, allow_nan=False,
                           default=lambda v: v.item() if hasattr(v, "item") else str(v))
     else:
         text = render(recs, fmt)
     if output is not None:
-        from ._io import write_text_atomic
+        from ..output.files import write_text_atomic
         write_text_atomic(output, text + "\n")
     if plot_path is not None:
         plot_front(result, plot_path)
     if config_text is not None:
-        from ._io import write_text_atomic
+        from ..output.files import write_text_atomic
         write_text_atomic(emit_config, config_text)
     click.echo(text)
     if fmt in ("table", "markdown"):
@@ -203,7 +205,7 @@ def _transpose(df):
 
 
 def _label(col: str) -> str:
-    from .tables import _display
+    from ..output.tables import _display
 
     name, factor = _display(col)
     if col in ("ttft_s", "tpot_s"):

@@ -91,7 +91,7 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
         attrs = {k: v for k, v in df_attrs.items() if isinstance(v, (str, int, float, list, dict))}
         obj = {"rows": rows_json, "attrs": attrs}
         obj.update(extra or {})
-        from ._io import json_text
+        from .files import json_text
 
         return json_text(obj)
     if fmt == "csv":
@@ -157,20 +157,9 @@ def render_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]],
                     disable_numparse=True)
 
 
-def format_option(func):
-    """``--format table|csv|json|markdown`` and its shorthand ``--json``."""
-    import click
-
-    func = click.option("--json", "as_json", is_flag=True,
-                        help="Same as --format json.")(func)
-    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                        help="Output format (default table).")(func)
-    return func
-
-
 def chosen_format(fmt: str | None, as_json: bool) -> str:
     if as_json and fmt not in (None, "json"):
-        from .errors import SpecError
+        from ..errors import SpecError
         raise SpecError(f"--json and --format {fmt} disagree; give one")
     return "json" if as_json else (fmt or "table")
 

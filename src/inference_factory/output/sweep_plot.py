@@ -17,9 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from .errors import SpecError
-from ._io import atomic_output
-from .sweep import require
+from ..errors import SpecError
+from .files import atomic_output
+from ..errors import require
 
 #: Figure formats by suffix.
 PLOT_FORMATS = (".png", ".svg", ".pdf")

@@ -567,8 +567,7 @@ def _addresses(arrays) -> np.ndarray:
 
 
 def _call(program, X, Y, regs, n_points):
-    """The compiled pass over ``n_points`` points: the program's own machine code where there
-    is one (:mod:`.tape_llvm`), else the interpreter; in this thread for one block (no
+    """The compiled interpreter over ``n_points`` points: in this thread for one block (no
     parallel launch), else on every core."""
     xa, ya = _addresses(X), _addresses(Y)
     if n_points <= BLOCK_POINTS:
@@ -576,53 +575,10 @@ def _call(program, X, Y, regs, n_points):
                 program.const_values, xa, program.input_regs, ya, regs, program.n_regs,
                 BLOCK_POINTS, n_points)
         return
-    from . import tape_llvm
-    kernel = tape_llvm.kernel_for(program, n_points) if tape_llvm.ENABLED else None
-    bulk = n_points - n_points % tape_llvm.LANES if kernel is not None else 0
-    if bulk:
-        _parallel(kernel, xa, ya, bulk)
-    rest = n_points - bulk
-    if rest:                # the points after the last whole vector
-        xr = xa + 8 * bulk
-        yr = ya + 8 * bulk
-        if rest <= BLOCK_POINTS:
-            _blocks(0, 1, program.code, program.immediates, program.table_data,
-                    program.const_regs, program.const_values, xr, program.input_regs, yr, regs,
-                    program.n_regs, BLOCK_POINTS, rest)
-        else:
-            with _LOCK:
-                _run(program.code, program.immediates, program.table_data, program.const_regs,
-                     program.const_values, xr, program.input_regs, yr, regs, program.n_regs,
-                     BLOCK_POINTS, rest, min(get_num_threads(), -(-rest // BLOCK_POINTS)))
-
-
-#: Points per task of a compiled kernel on the thread pool.
-TASK_POINTS = 1 << 14
-
-
-def _parallel(kernel, xa, ya, n_points):
-    """``kernel`` over points 0 .. n_points (a multiple of its vector width) on as many threads
-    as numba uses, in tasks of :data:`TASK_POINTS` taken in turn (the GIL is released)."""
-    nt = min(get_num_threads(), -(-n_points // TASK_POINTS))
-    if nt <= 1:
-        kernel(xa, ya, 0, n_points)
-        return
-    tasks = iter(range(0, n_points, TASK_POINTS))
-    lock = threading.Lock()
-
-    def work():
-        while True:
-            with lock:
-                lo = next(tasks, None)
-            if lo is None:
-                return
-            kernel(xa, ya, lo, min(lo + TASK_POINTS, n_points))
-    threads = [threading.Thread(target=work) for _ in range(nt - 1)]
-    for t in threads:
-        t.start()
-    work()
-    for t in threads:
-        t.join()
+    with _LOCK:
+        _run(program.code, program.immediates, program.table_data, program.const_regs,
+             program.const_values, xa, program.input_regs, ya, regs, program.n_regs,
+             BLOCK_POINTS, n_points, min(get_num_threads(), -(-n_points // BLOCK_POINTS)))
 
 
 # ---- axis checks of long point lists ---------------------------------------------------

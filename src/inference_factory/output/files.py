@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import SpecError
+from ..errors import SpecError
 
 
 def _default_mode(path: str | os.PathLike) -> None:

@@ -35,14 +35,14 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       WithJsonSchema)
 from pydantic.version import VERSION as PYDANTIC_VERSION
 
-from .errors import SpecError
-from .units import PRECISIONS
+from ..errors import SpecError
+from ..units import PRECISIONS
 
 # --------------------------------------------------------------------------------------------
 # documented bounds (docs/schema/README.md): defined in bounds.py, importable without pydantic
 # --------------------------------------------------------------------------------------------
 
-from .bounds import (MAX_BATCH, MAX_BATCH_PER_GPU, MAX_GPUS, MAX_RATE_PER_S,  # noqa: E402,F401
+from ..bounds import (MAX_BATCH, MAX_BATCH_PER_GPU, MAX_GPUS, MAX_RATE_PER_S,  # noqa: E402,F401
                      MAX_REQUESTS, MAX_SWEEP_POINTS, MAX_SYSTEM_PROMPTS, MAX_TOKENS,
                      MAX_TOKENS_PER_DAY, MAX_TRACE_MS, MAX_TURNS_MEAN, MAX_USD)
 
@@ -726,7 +726,7 @@ def json_schemas() -> dict[str, str]:
 
 def write_json_schemas(folder: str | Path) -> list[Path]:
     """Write :func:`json_schemas` into ``folder`` (created if missing)."""
-    from ._io import write_text_atomic
+    from ..output.files import write_text_atomic
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

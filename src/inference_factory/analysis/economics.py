@@ -15,11 +15,11 @@ from typing import Literal
 import numpy as np
 import xarray as xr
 
-from .errors import SpecError
-from .factory.config import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
-from .kernels import economics as kecon
-from .specs import HardwareSpec, load_hardware
-from .units import SECONDS_PER_HOUR
+from ..errors import SpecError
+from ..specs.prices import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
+from ..kernels import economics as kecon
+from ..specs import HardwareSpec, load_hardware
+from ..units import SECONDS_PER_HOUR
 
 CostBasis = Literal["rental", "capex", "tco"]
 

@@ -25,10 +25,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from . import schema, units
-from .engine import NUMERIC_AXES, evaluate
-from .errors import SpecError
-from .specs import load_hardware, load_model
+from .. import units
+from ..specs import schema
+from ..engine import NUMERIC_AXES, evaluate
+from ..errors import SpecError
+from ..specs import load_hardware, load_model
 
 #: The case-file contract: exactly these column names, in any order (extra columns ignored).
 COLUMNS: tuple[str, ...] = (

@@ -47,16 +47,17 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from . import __version__
+from .. import __version__
 from .economics import CostModel, add_economics
-from .engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
-from . import schema as schemas
-from ._io import atomic_output
-from .axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
-from .grammar import MAX_AXIS_LENGTH, check_values, parse_values, scalar as _scalar  # noqa: F401
-from .errors import SpecError
-from .realism import Realism, load_realism
-from .specs import _read_toml, data_dir, load_hardware, load_model
+from ..engine import NUMERIC_AXES, STRUCT_AXES, evaluate, to_dataframe
+from ..specs import schema as schemas
+from ..output.files import atomic_output
+from ..axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
+from ..specs.grammar import MAX_AXIS_LENGTH, check_values, parse_values, scalar as _scalar  # noqa: F401
+from ..errors import SpecError, require
+from ..specs.realism import Realism, load_realism
+from ..specs import data_dir, load_hardware, load_model
+from ..specs.files import _read_toml
 
 #: Axes a sweep may vary, in the engine's dimension order.
 SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
@@ -652,17 +653,6 @@ def output_format(path: str | os.PathLike) -> str:
     require({".nc": "netCDF4", ".zarr": "zarr", ".parquet": "pyarrow"}.get(suffix),
             f"--output {path}")
     return suffix
-
-
-def require(module: str | None, what: str, extra: str = "sweeps") -> None:
-    """One-line SpecError when an optional dependency is missing."""
-    if module is None:
-        return
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise SpecError(f"{what} needs the '{module}' package: "
-                        f"pip install 'inference-factory[{extra}]'")
 
 
 def _frame_parts(ds: xr.Dataset, max_rows: int) -> Iterator[xr.Dataset]:

@@ -18,12 +18,12 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from . import __version__, units
-from .axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
-from ._io import check_target, json_text, write_text_atomic
-from .errors import SpecError
-from .grammar import ValueParam
-from .specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
+from .. import __version__, units
+from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
+from ..output.files import check_target, json_text, write_text_atomic
+from ..errors import SpecError
+from .params import ValueParam
+from ..specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 
 PROG = "inference-factory"
 EXIT_USAGE = 2
@@ -86,7 +86,7 @@ def _g(value: float, digits: int = 6) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[int] = ()) -> str:
-    from .tables import render_rows
+    from ..output.tables import render_rows
 
     return render_rows(headers, list(rows), right)
 
@@ -112,19 +112,19 @@ def _json_value(v: Any) -> Any:
 
 
 def _format_option(func):
-    from .tables import format_option
+    from .params import format_option
 
     return format_option(func)
 
 
 def _chosen_format(fmt, as_json):
-    from .tables import chosen_format
+    from ..output.tables import chosen_format
 
     return chosen_format(fmt, as_json)
 
 
 def _render(df, fmt: str, header: str = "") -> str:
-    from .tables import render
+    from ..output.tables import render
 
     return render(df, fmt, header=header)
 
@@ -400,7 +400,7 @@ def _fmt_text(x: Any) -> str:
 
 
 def _roofline_text(ds, point: dict[str, Any]) -> str:
-    from .engine import RESOURCES
+    from ..engine import RESOURCES
 
     v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
     model, hw = ds["model"].item(), ds["hardware"].item()
@@ -512,7 +512,7 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
-    from .engine import evaluate
+    from ..engine import evaluate
 
     point = {k: x for k, x in options.items() if x is not None}
     ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
@@ -543,7 +543,7 @@ def _validation_json(results, summary) -> str:
 
 
 def _validation_text(results, summary) -> str:
-    from . import validation
+    from ..analysis import validation
 
     rows = [(r.case_id, r.phase, r.hardware, r.metric, validation.format_number(r.predicted),
              validation.format_number(r.published),
@@ -574,7 +574,7 @@ def validate(cases_path: str, as_json: bool, output: str | None) -> None:
     then the median and worst |ln ratio| overall, by phase and by hardware. Nothing is
     fitted: the engine runs with the bundled realism constants.
     """
-    from . import validation
+    from ..analysis import validation
 
     suffix = os.path.splitext(output)[1].lower().lstrip(".") if output else ""
     if output is not None and suffix not in ("json", "csv"):
@@ -609,29 +609,29 @@ if __name__ == "__main__":  # pragma: no cover
 # factory commands (defined in the factory layer, registered here)
 # --------------------------------------------------------------------------------------------
 
-from .factory.cli_commands import compare_cmd, simulate_cmd  # noqa: E402
+from .factory import compare_cmd, simulate_cmd  # noqa: E402
 
 cli.add_command(compare_cmd)
 cli.add_command(simulate_cmd)
 
 # questions (best-draft, max-batch, cheapest, pareto, tornado, montecarlo): questions_cli.py
-from .questions_cli import COMMANDS as _QUESTION_COMMANDS  # noqa: E402
+from .questions import COMMANDS as _QUESTION_COMMANDS  # noqa: E402
 
 for _cmd in _QUESTION_COMMANDS:
     cli.add_command(_cmd)
 
 # sweep (grids to .nc/.zarr/.csv/.parquet, plots, dask): sweep_cli.py
-from .sweep_cli import sweep_cmd  # noqa: E402
+from .sweep import sweep_cmd  # noqa: E402
 
 cli.add_command(sweep_cmd)
 
 # plan (GPU budget and targets -> recommended deployment): plan_cli.py
-from .plan_cli import plan_cmd  # noqa: E402
+from .plan import plan_cmd  # noqa: E402
 
 cli.add_command(plan_cmd)
 
 # prices list|show, configs list|show: catalog_cli.py
-from .catalog_cli import COMMANDS as _CATALOG_COMMANDS  # noqa: E402
+from .catalog import COMMANDS as _CATALOG_COMMANDS  # noqa: E402
 
 for _cmd in _CATALOG_COMMANDS:
     cli.add_command(_cmd)

@@ -17,11 +17,12 @@ from typing import Any
 
 import click
 
-from .axes import COST_BASES, DEFAULT_CHUNK_POINTS
-from .axes import SWEEP_FORMATS as FORMATS
-from .errors import SpecError
-from .bounds import MAX_SWEEP_POINTS
-from .grammar import ENGINE_AXES, AxisParam, collect_axes
+from ..axes import COST_BASES, DEFAULT_CHUNK_POINTS
+from ..axes import SWEEP_FORMATS as FORMATS
+from ..errors import SpecError
+from ..bounds import MAX_SWEEP_POINTS
+from ..specs.grammar import ENGINE_AXES
+from .params import AxisParam, collect_axes
 
 #: Grids up to this many points are evaluated in memory unless --chunk-size is given.
 AUTO_CHUNK_POINTS = 2_000_000
@@ -36,8 +37,8 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
                axes: tuple[str, ...], settings: tuple[str, ...], *, ideal: bool,
                draft_model: str | None, price: str | None, cost_basis: str | None):
     """The sweep described by a sweep file and/or command-line options (options win)."""
-    from .economics import CostModel
-    from .sweep import SweepSpec, load_sweep_file, parse_axis, parse_setting
+    from ..analysis.economics import CostModel
+    from ..analysis.sweep import SweepSpec, load_sweep_file, parse_axis, parse_setting
 
     models, hardware = _names(models), _names(hardware)
     if config is not None:
@@ -72,7 +73,7 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
 def _parsed(items, option: str, parse) -> dict[str, Any]:
     """``--axis`` / ``--set`` values: already parsed by the option grammar (a dict), or
     strings (library callers); numeric axes as floats, as in sweep files."""
-    from .sweep import _coerce
+    from ..analysis.sweep import _coerce
 
     if isinstance(items, dict):
         return {k: (_coerce(k, v, f"{option} {k}") if isinstance(v, tuple)
@@ -161,8 +162,8 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
         --axis batch_size=1,2,4,...,256 --axis draft_depth=0..3 -o grid.parquet \\
         --plot grid.png --x batch_size --y draft_depth --var decode_tokens_per_s_per_gpu
     """
-    from .sweep import check_size, dask_scheduler, output_format, run_sweep, write_result
-    from .sweep_plot import check_plot, parse_size, plot_sweep
+    from ..analysis.sweep import check_size, dask_scheduler, output_format, run_sweep, write_result
+    from ..output.sweep_plot import check_plot, parse_size, plot_sweep
 
     t0 = time.perf_counter()
     spec = build_spec(config, models, hardware, axes, settings, ideal=ideal,

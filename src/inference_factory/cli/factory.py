@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._io import check_target, write_text_atomic
+from ..output.files import check_target, write_text_atomic
 from ..bounds import MAX_REQUESTS
 
 # the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
@@ -12,7 +12,7 @@ from ..bounds import MAX_REQUESTS
 
 
 def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
-    from .compare import to_json
+    from ..factory.compare import to_json
 
     js = to_json(result)
     if output:
@@ -39,7 +39,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
     with a per-lever attribution and when speculation and expert balancing pay."""
     import sys
 
-    from .compare import compare, format_compare
+    from ..factory.compare import compare, format_compare
 
     if report is not None and not report.lower().endswith(".md"):
         raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
@@ -48,7 +48,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
     result = compare(cfg, attribution=not no_attribution,
                      progress=(lambda msg: click.echo(msg, err=True)) if show else None)
     if report is not None:
-        from .report import write_report
+        from ..factory.report import write_report
 
         for path in write_report(result, report):
             click.echo(f"wrote {path}", err=True)
@@ -64,7 +64,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
     """Run one scenario on its trace."""
-    from .compare import format_simulate, simulate_one
+    from ..factory.compare import format_simulate, simulate_one
 
     cfg = _load(config, n_requests, output)
     result = simulate_one(cfg)
@@ -74,7 +74,7 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
 def _load(config: str, n_requests: int | None, output: str | None = None):
     import dataclasses
 
-    from .config import load_config
+    from ..factory.config import load_config
 
     if output:
         check_target(output)        # a bad --output fails before the simulation runs

@@ -13,9 +13,11 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from . import grammar as g
-from .errors import SpecError
-from .tables import chosen_format, format_option, render
+from ..specs import grammar as g
+from . import params as p
+from ..errors import SpecError
+from ..output.tables import chosen_format, render
+from .params import format_option
 
 # --------------------------------------------------------------------------------------------
 # parsing (display and syntax only; the grammar lives in grammar.py)
@@ -40,7 +42,7 @@ def _as_kwargs(axes: dict[str, tuple]) -> dict[str, Any]:
 
 def _title(model: str, hardware: Any) -> str:
     """'DeepSeek-V3 on H800-SXM, B200' (the spec names, not the aliases typed)."""
-    from .specs import load_hardware, load_model
+    from ..specs import load_hardware, load_model
 
     hws = hardware if isinstance(hardware, list) else [hardware]
     return f"{load_model(model).name} on {', '.join(load_hardware(h).name for h in hws)}"
@@ -55,14 +57,14 @@ def _emit(df, fmt: str, header: str = "", extra: dict | None = None,
           output: str | None = None) -> None:
     text = render(df, fmt, header=header, extra=extra)
     if output is not None:
-        from ._io import write_text_atomic
+        from ..output.files import write_text_atomic
 
         write_text_atomic(output, text + "\n")
     click.echo(text)
 
 
 def _tidy(ds, cols: Sequence[str]):
-    from .engine import to_dataframe
+    from ..engine import to_dataframe
 
     df = to_dataframe(ds)
     dims = [d for d in ds.dims]
@@ -81,8 +83,8 @@ def _tidy(ds, cols: Sequence[str]):
 def _engine_options(func: Callable) -> Callable:
     func = click.option("--draft-model", default=None,
                         help="Separate draft model (default: the model's MTP module).")(func)
-    func = click.option("--axis", "-a", "axes", multiple=True, type=g.AxisParam(),
-                        callback=g.collect_axes,
+    func = click.option("--axis", "-a", "axes", multiple=True, type=p.AxisParam(),
+                        callback=p.collect_axes,
                         help="Any engine axis or structural choice in the range grammar, e.g. "
                              "-a kv_len=4096 -a dp=32 -a kv_precision=bf16,fp8 -a "
                              "batch_size=1,2,4,...,256 (a list adds a dimension).")(func)
@@ -128,14 +130,14 @@ def _economics_options(func: Callable) -> Callable:
 def _slo_options(func: Callable, ttft: bool = True) -> Callable:
     """--tpot / --ttft as durations with units (50ms, 2s); --tpot-ms / --ttft-ms kept, hidden,
     for scripts written before (bare milliseconds)."""
-    opts = [click.option("--tpot", type=g.DurationParam(), default=None,
+    opts = [click.option("--tpot", type=p.DurationParam(), default=None,
                          help="TPOT SLO, a duration: 50ms, 0.05s."),
-            click.option("--tpot-ms", type=g.DurationParam(bare_unit="ms"), default=None,
+            click.option("--tpot-ms", type=p.DurationParam(bare_unit="ms"), default=None,
                          hidden=True)]
     if ttft:
-        opts += [click.option("--ttft", type=g.DurationParam(), default=None,
+        opts += [click.option("--ttft", type=p.DurationParam(), default=None,
                               help="TTFT SLO, a duration: 500ms, 2s."),
-                 click.option("--ttft-ms", type=g.DurationParam(bare_unit="ms"), default=None,
+                 click.option("--ttft-ms", type=p.DurationParam(bare_unit="ms"), default=None,
                               hidden=True)]
     opts.append(click.option("--min-user-tps", type=click.FloatRange(min=0, min_open=True),
                              default=None, help="Minimum decode tokens/s per user."))
@@ -161,8 +163,8 @@ _COST_KEYS = ("cost_basis", "rental_usd_per_gpu_hour", "capex_usd_per_gpu", "dep
 
 
 def _split_economics(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from . import questions as q
-    from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
+    from ..analysis import questions as q
+    from ..analysis.economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
 
     cost = {k: options.pop(k) for k in _COST_KEYS if k in options}
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
@@ -198,10 +200,10 @@ def check_shapes(model: str, hardware: Sequence[str], axes: dict[str, tuple],
     computes in...): else a one-line SpecError naming the options."""
     import itertools
 
-    from .axes import STRUCT_AXES
-    from .engine.geometry import validate_struct
-    from .realism import load_realism
-    from .specs import load_hardware, load_model
+    from ..axes import STRUCT_AXES
+    from ..engine.geometry import validate_struct
+    from ..specs.realism import load_realism
+    from ..specs import load_hardware, load_model
 
     m = load_model(model)
     rl = load_realism()
@@ -263,7 +265,7 @@ def best_draft_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model:
                    batch_size, draft_depth, metric: str, include_unfit: bool,
                    fmt: str | None, as_json: bool, output: str | None) -> None:
     """Best speculative draft depth per batch size (and any other axis given as a list)."""
-    from . import questions as q
+    from ..analysis import questions as q
 
     fmt = chosen_format(fmt, as_json)
     batch = _pick("batch_size", batch_size, axes, "1,2,4,...,256")
@@ -288,7 +290,7 @@ def max_batch_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: 
                   output: str | None, **options: Any) -> None:
     """Largest decode batch that fits and meets the TPOT / per-user SLOs (and largest prefill
     batch meeting a TTFT SLO)."""
-    from . import questions as q
+    from ..analysis import questions as q
 
     fmt = chosen_format(fmt, as_json)
     slo = _slo(options)
@@ -310,10 +312,10 @@ _CHEAPEST_TABLE = ("rank", "hardware", "tp", "dp", "ep", "n_gpus", "batch_size")
 
 @click.command("cheapest")
 @_engine_options
-@click.option("--parallelism", "-p", multiple=True, type=g.ShapeParam(),
+@click.option("--parallelism", "-p", multiple=True, type=p.ShapeParam(),
               help="An instance shape to try (repeat for several), e.g. -p tp=8 -p dp=8,ep=8. "
                    "Default: every power-of-two tp and dp x ep shape up to one node.")
-@click.option("--option", "choices", multiple=True, type=g.AxisParam(), callback=g.collect_axes,
+@click.option("--option", "choices", multiple=True, type=p.AxisParam(), callback=p.collect_axes,
               hidden=True, help="Old spelling of a structural list in --axis.")
 @_slo_options
 @click.option("--metric", type=click.Choice(["usd_per_mtok_output", "usd_per_mtok_input",
@@ -328,8 +330,8 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
 
     A structural axis given as a list (-a kv_precision=bf16,fp8) is crossed as a choice.
     """
-    from . import questions as q
-    from .axes import STRUCT_AXES
+    from ..analysis import questions as q
+    from ..axes import STRUCT_AXES
 
     fmt = chosen_format(fmt, as_json)
     slo = _slo(options)
@@ -354,7 +356,7 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
                     raise SpecError(f"{k} is given twice: --parallelism and --axis; give it once")
         check_shapes(model, hws, given, shapes)
     else:
-        from .specs import load_hardware, load_model
+        from ..specs import load_hardware, load_model
         check_shapes(model, hws, given)
         if any(k in fixed for k in ("tp", "dp", "ep")):
             shapes = [{}]
@@ -404,8 +406,8 @@ def pareto_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str
                output: str | None) -> None:
     """Pareto front of tokens/s per GPU against tokens/s per user over the grid given with
     -a (e.g. -a batch_size=1,8,64,256 -a draft_depth=0,1,2)."""
-    from . import questions as q
-    from .engine import evaluate
+    from ..analysis import questions as q
+    from ..engine import evaluate
 
     fmt = chosen_format(fmt, as_json)
     hw, kw = _engine_kwargs(model, hardware, axes, draft_model)
@@ -419,8 +421,8 @@ def pareto_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: str
 
 @click.command("tornado")
 @_engine_options
-@click.option("--range", "-r", "ranges", multiple=True, type=g.DistributionParam(False),
-              callback=g.collect_axes,
+@click.option("--range", "-r", "ranges", multiple=True, type=p.DistributionParam(False),
+              callback=p.collect_axes,
               help="A lever or assumption and its low and high values (repeat), e.g. "
                    "-r acceptance_rate=0.6,0.9 -r usd_per_kwh=0.05,0.15 -r kv_precision=bf16,fp8.")
 @click.option("--metric", "metrics", multiple=True,
@@ -432,7 +434,7 @@ def tornado_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: st
                 ranges: dict, metrics: Sequence[str], fmt: str | None, as_json: bool,
                 output: str | None, **options: Any) -> None:
     """One-at-a-time sensitivity of $/M tokens and margin, sorted by swing."""
-    from . import questions as q
+    from ..analysis import questions as q
 
     fmt = chosen_format(fmt, as_json)
     if not ranges:
@@ -449,8 +451,8 @@ def tornado_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: st
 
 @click.command("montecarlo")
 @_engine_options
-@click.option("--range", "-r", "ranges", multiple=True, type=g.DistributionParam(True),
-              callback=g.collect_axes,
+@click.option("--range", "-r", "ranges", multiple=True, type=p.DistributionParam(True),
+              callback=p.collect_axes,
               help="Uniform NAME=LOW,HIGH or triangular NAME=tri:LOW:MODE:HIGH (repeat).")
 @click.option("--n", "n", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Samples.")
@@ -466,7 +468,7 @@ def montecarlo_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model:
                    ranges: dict, n: int, seed: int, method: str, metrics: Sequence[str],
                    fmt: str | None, as_json: bool, output: str | None, **options: Any) -> None:
     """Distribution (percentiles) of $/M tokens and margin over assumption ranges."""
-    from . import questions as q
+    from ..analysis import questions as q
 
     fmt = chosen_format(fmt, as_json)
     if not ranges:
