@@ -9,12 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inference_factory.errors import SpecError
-from inference_factory.factory.kvcache import (_capacities, _simulate_interpreted,
-                                               brute_force_prefix_cache, che_token_hit_rate,
-                                               popularity_trace, simulate_prefix_cache,
-                                               zipf_popularity)
+from inference_factory.factory.kvcache import (che_token_hit_rate, popularity_trace,
+                                               simulate_prefix_cache, zipf_popularity)
 from inference_factory.factory.workload import (Trace, WorkloadClass, WorkloadSpec,
                                                 example_trace_path, generate_trace, load_trace)
+from kvcache_oracle import brute_force_prefix_cache, interpreted_prefix_cache
 
 FIELDS = ("hit_tokens_hbm", "hit_tokens_dram", "hit_tokens_nvme")
 
@@ -61,7 +60,7 @@ def test_fast_equals_brute_force_on_random_traces(caps):
         tr = random_trace(rng, n_requests=int(rng.integers(1, 60)),
                           n_items=int(rng.integers(1, 40)), max_chain=6,
                           max_item_tokens=int(rng.integers(1, 30)))
-        fast = simulate_prefix_cache(tr, caps, audit=True)
+        fast = interpreted_prefix_cache(tr, caps)
         assert_same(fast, brute_force_prefix_cache(tr, caps))
         assert_same(simulate_prefix_cache(tr, caps), fast)      # compiled = interpreted
         for t, cap in enumerate(caps):
@@ -74,7 +73,7 @@ def test_fast_equals_brute_force_on_random_traces(caps):
        n_items=st.integers(1, 30), max_item=st.integers(1, 60))
 def test_fast_equals_brute_force_property(seed, caps, n_items, max_item):
     tr = random_trace(np.random.default_rng(seed), 40, n_items, 5, max_item)
-    fast = simulate_prefix_cache(tr, caps, audit=True)
+    fast = interpreted_prefix_cache(tr, caps)
     assert_same(fast, brute_force_prefix_cache(tr, caps))
     assert_same(simulate_prefix_cache(tr, caps), fast)
 
@@ -88,11 +87,11 @@ def test_fast_equals_brute_force_on_generated_and_loaded_traces():
                                      classes=(c,), think_time_mean_s=5.0))
     for caps in [(1000, 3000, 10_000), (0, 2000, 500), (400, 400, 400)]:
         ref = brute_force_prefix_cache(tr, caps)
-        assert_same(simulate_prefix_cache(tr, caps, audit=True), ref)
+        assert_same(interpreted_prefix_cache(tr, caps), ref)
         assert_same(simulate_prefix_cache(tr, caps), ref)
     mc = load_trace(example_trace_path())
     for caps in [(2048, 4096, 16384), (0, 0, 1e9), (1024, 0, 3000)]:
-        fast = simulate_prefix_cache(mc, caps, audit=True)
+        fast = interpreted_prefix_cache(mc, caps)
         assert_same(fast, brute_force_prefix_cache(mc, caps))
         assert_same(simulate_prefix_cache(mc, caps), fast)
         assert fast.token_hit_rate() > 0
@@ -110,7 +109,7 @@ def test_compiled_equals_interpreted_on_a_long_generated_trace(caps):
     tr = generate_trace(WorkloadSpec(n_requests=20_000, arrival_rate_per_s=5.0, seed=3,
                                      classes=(c,), think_time_mean_s=20.0))
     compiled = simulate_prefix_cache(tr, caps)
-    assert_same(compiled, _simulate_interpreted(tr, _capacities(caps), audit=False))
+    assert_same(compiled, interpreted_prefix_cache(tr, caps, audit=False))
     assert 0 < compiled.token_hit_rate() < 1
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SpecError
-from .files import _read_toml, _Table, data_dir
+from .files import _read_toml, data_dir
 
 
 #: Token mix of DeepSeek's published production day, input per output token:
@@ -49,21 +49,18 @@ class Price:
 
 
 def load_prices(path: str | os.PathLike | None = None) -> dict[str, Price]:
+    """Prices by id from ``configs/prices.toml`` (or ``path``), checked against
+    :class:`~inference_factory.specs.schema.PricesFile` (types, ranges, unknown keys)."""
+    from . import schema     # pydantic: imported when prices are loaded, not with the CLI
+
     p = Path(path) if path is not None else data_dir("configs") / "prices.toml"
-    t = _Table(p, _read_toml(p))
-    rows = t.raw.get("price", [])
-    t.used.add("price")
-    t.done()
+    f = schema.check(schema.PricesFile, _read_toml(p), str(p))
     out = {}
-    for i, row in enumerate(rows):
-        r = _Table(p, row, f"price[{i}]")
-        pr = Price(id=r.get("id", str), model=r.get("model", str),
-                   input_cache_hit_usd_per_mtok=r.get("input_cache_hit_usd_per_mtok", float, minimum=0.0),
-                   input_cache_miss_usd_per_mtok=r.get("input_cache_miss_usd_per_mtok", float, minimum=0.0),
-                   output_usd_per_mtok=r.get("output_usd_per_mtok", float, minimum=0.0),
-                   date=r.get("date", str), source=r.get("source", str))
-        r.get("provider", str, required=False)
-        r.done()
+    for r in f.price:
+        pr = Price(id=r.id, model=r.model,
+                   input_cache_hit_usd_per_mtok=float(r.input_cache_hit_usd_per_mtok),
+                   input_cache_miss_usd_per_mtok=float(r.input_cache_miss_usd_per_mtok),
+                   output_usd_per_mtok=float(r.output_usd_per_mtok), date=r.date, source=r.source)
         out[pr.id] = pr
     return out
 
