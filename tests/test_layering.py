@@ -6,7 +6,7 @@ below it, in this order:
 
 Kernels import numpy and nothing else; the analysis layer never imports click; output never
 imports the physics or the analysis; the engine's physics never imports an execution backend
-(only its entry point, ``engine/core.py``, picks one; the physics sees the backend through
+(only ``engine/fused.py``, the point-list path, runs one; the physics sees the backend through
 ``engine/xp.py``); prices and cost assumptions come from ``specs/``, never from ``factory/``;
 there is no import cycle."""
 
@@ -107,7 +107,7 @@ def test_output_knows_arrays_and_files_not_the_physics(path):
     assert not bad, f"output/{path.name} imports {bad}"
 
 
-ENTRY = {"engine.core", "engine"}     # the engine's entry point picks the backend
+ENTRY = {"engine.fused"}     # the engine's one import of a backend
 
 
 @pytest.mark.parametrize("path", sorted((PKG / "engine").glob("*.py")), ids=lambda p: p.name)

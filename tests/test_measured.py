@@ -229,7 +229,7 @@ def test_composed_mla_block_against_the_measured_module(device):
     from inference_factory.engine import cost as C
     from inference_factory.engine import geometry as Gm
     from inference_factory.engine import ops as O
-    from inference_factory.engine.core import STRUCT_AXES
+    from inference_factory.engine import STRUCT_AXES
 
     hw, m = inf.load_hardware(device), inf.load_model("DeepSeek-V3")
     tabs = M.tables_for(hw)
@@ -298,7 +298,7 @@ def test_mla_down_projection_is_replicated_across_tp():
     TP group: its FLOPs per token do not shrink with tp (2 x 7168 x 2112 per token)."""
     from inference_factory.engine import geometry as Gm
     from inference_factory.engine import ops as O
-    from inference_factory.engine.core import STRUCT_AXES
+    from inference_factory.engine import STRUCT_AXES
 
     m, hw = inf.load_model("DeepSeek-V3"), inf.load_hardware("H200-SXM")
     for tp in (1, 8):
@@ -312,7 +312,7 @@ def test_mla_down_projection_is_replicated_across_tp():
 
 def test_a_moe_draft_model_has_its_own_placement():
     from inference_factory.engine import geometry as Gm
-    from inference_factory.engine.core import STRUCT_AXES
+    from inference_factory.engine import STRUCT_AXES
 
     hw = inf.load_hardware("H200-SXM")
     g = Gm.validate_struct(inf.load_model("DeepSeek-V3"), hw,

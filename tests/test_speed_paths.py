@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import inference_factory as inf
-from inference_factory.engine import RESOURCES, core
+from inference_factory.engine import RESOURCES, dataset, fused, inputs
 
 
 def _points(rng, n, draft):
@@ -35,9 +35,9 @@ def test_tiled_equals_one_block(case, monkeypatch):
     kw = dict(case)
     model, hw = kw.pop("model"), kw.pop("hardware")
     grid = _points(np.random.default_rng(7), 1003, draft=model == "DeepSeek-V3")
-    monkeypatch.setattr(core, "TILE_POINTS", 10**9)
+    monkeypatch.setattr(fused, "TILE_POINTS", 10**9)
     ref = inf.evaluate(model, hw, **kw, **grid)
-    monkeypatch.setattr(core, "TILE_POINTS", 64)      # 15 tiles + a short last one
+    monkeypatch.setattr(fused, "TILE_POINTS", 64)      # 15 tiles + a short last one
     tiled = inf.evaluate(model, hw, **kw, **grid)
     assert set(tiled.data_vars) == set(ref.data_vars)
     for k in ref.data_vars:
@@ -67,9 +67,9 @@ def test_tiled_outer_product_with_a_long_axis_equals_one_block(monkeypatch):
     kept once."""
     kw = dict(batch_size=[float(b) for b in range(1, 1001)], kv_len=[512.0, 4096.0, 70000.0],
               prompt_len=xr.DataArray([100.0, 5000.0], dims="p"), draft_depth=[0, 2])
-    monkeypatch.setattr(core, "TILE_POINTS", 10**9)
+    monkeypatch.setattr(fused, "TILE_POINTS", 10**9)
     ref = inf.evaluate("DeepSeek-V3", "H800-SXM", dp=8, ep=8, **kw)
-    monkeypatch.setattr(core, "TILE_POINTS", 50)
+    monkeypatch.setattr(fused, "TILE_POINTS", 50)
     tiled = inf.evaluate("DeepSeek-V3", "H800-SXM", dp=8, ep=8, **kw)
     assert "batch_size" not in tiled.prefill_step_s.dims
     for k in ref.data_vars:
@@ -114,105 +114,94 @@ def _evaluate(case):
 
 
 @pytest.mark.parametrize("case", _DATASET_CASES, ids=range(len(_DATASET_CASES)))
-def test_dataset_built_directly_equals_public_constructor(case, monkeypatch):
-    """``_construct_direct`` is private: the result must be what xarray's public constructor
-    gives for the same variables (values, dtypes, attributes, coordinates, indexes, and the
-    order of variables and dimensions, which DataFrames and reprs show)."""
-    monkeypatch.setattr(core, "_DIRECT", False)
+def test_dataset_equals_the_plain_public_constructor(case, monkeypatch):
+    """Variables made with ``fastpath`` (no conversion) give what xarray's public constructor
+    gives from plain ``(dims, data, attrs)``: values, dtypes, attributes, coordinates,
+    indexes, and the order of variables and dimensions, which DataFrames and reprs show."""
+    fast = _evaluate(case)
+    monkeypatch.setattr(dataset, "_variable", lambda dims, value, attrs: xr.Variable(
+        dims, value, attrs))
     public = _evaluate(case)
-    monkeypatch.setattr(core, "_DIRECT", True)
-    direct = _evaluate(case)
-    xr.testing.assert_identical(direct, public)
-    assert core._same_dataset(direct, public)
+    xr.testing.assert_identical(fast, public)
+    assert list(fast.variables) == list(public.variables) and list(fast.sizes) == list(public.sizes)
     for k, v in public.variables.items():
-        assert type(direct.variables[k]) is type(v) and direct.variables[k].dtype == v.dtype, k
-        assert direct.variables[k].attrs is not v.attrs
-    assert list(direct.xindexes) == list(public.xindexes)
-    assert [type(i) for i in direct.xindexes.values()] == [type(i) for i in public.xindexes.values()]
+        assert type(fast.variables[k]) is type(v) and fast.variables[k].dtype == v.dtype, k
+        assert fast.variables[k].attrs is not v.attrs
+    assert list(fast.xindexes) == list(public.xindexes)
+    assert [type(i) for i in fast.xindexes.values()] == [type(i) for i in public.xindexes.values()]
     pd_ = pytest.importorskip("pandas")
-    pd_.testing.assert_frame_equal(core.to_dataframe(direct), core.to_dataframe(public))
+    pd_.testing.assert_frame_equal(dataset.to_dataframe(fast), dataset.to_dataframe(public))
 
 
-def test_dataset_direct_construction_is_checked_and_used(monkeypatch):
-    """On this xarray the shortcut passes its checks (if a new xarray changed
-    ``Dataset._construct_direct`` or a Variable's slots, evaluate would fall back to the public
-    constructor, and this test would say so); every result owns its attributes, and a
-    caller's axis is not modified through one."""
-    assert core._direct_available()         # the signature and the Variable slots it fills
-    monkeypatch.setattr(core, "_DIRECT", None)
+def test_every_result_owns_its_attributes():
+    """A caller's axis is not modified through a result, and editing one result's attributes
+    leaves the next call's alone."""
     axis = xr.DataArray([1.0, 2.0], dims="batch_size", coords={"batch_size": [1.0, 2.0]})
     ds = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
-    assert core._DIRECT is True
     assert ds.batch_size.attrs["units"] == "sequences per DP rank"
     assert "units" not in axis.batch_size.attrs
     ds.batch_size.attrs["units"] = "changed"
     again = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
     assert again.batch_size.attrs["units"] == "sequences per DP rank"
-    # each result owns its attributes: editing one leaves the next call's alone
     ds.batch_size.attrs["units"] = "sequences per DP rank"
     for k in ("decode_step_s", "tp", "model", "kv_len", "decode_binding_resource"):
-        again[k].attrs["units"] = "edited"      # (again: built directly; ds: publicly)
+        again[k].attrs["units"] = "edited"
     third = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
     xr.testing.assert_identical(third, ds)
     assert third.decode_step_s.attrs["units"] == "s" and third.tp.attrs["units"] == "GPUs"
-    # a mismatch found on first use switches the shortcut off for good
-    monkeypatch.setattr(core, "_DIRECT", None)
-    monkeypatch.setattr(core, "_same_dataset", lambda a, b: False)
-    xr.testing.assert_identical(inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis), ds)
-    assert core._DIRECT is False
 
 
-@pytest.mark.parametrize("name", sorted(core.NUMERIC_AXES))
+@pytest.mark.parametrize("name", sorted(inputs.NUMERIC_AXES))
 def test_scalar_axis_checks_equal_the_array_checks(name):
     """A number is checked in plain Python, a list with numpy: same rules, same messages."""
-    _, _, lo, hi, _ = core.NUMERIC_AXES[name]
+    _, _, lo, hi, _ = inputs.NUMERIC_AXES[name]
     for v in (lo - 1.0, lo - 1e-9, lo, (lo + min(hi, lo + 8)) / 2 + 0.25, hi, hi + 1.0,
               float("nan"), float("inf"), -float("inf"), 1e300):
         try:
-            one = core._as_axis(name, v)
+            one = inputs._as_axis(name, v)
         except inf.SpecError as exc:
             with pytest.raises(inf.SpecError) as arr_exc:
-                core._as_axis(name, [v])
+                inputs._as_axis(name, [v])
             assert str(arr_exc.value) == str(exc), (name, v)
         else:
-            arr = core._as_axis(name, [v])
+            arr = inputs._as_axis(name, [v])
             assert isinstance(one, float) and arr.values.tolist() == [one], (name, v)
 
 
-@pytest.mark.parametrize("name", sorted(core.NUMERIC_AXES))
+@pytest.mark.parametrize("name", sorted(inputs.NUMERIC_AXES))
 def test_long_axis_checks_equal_the_short_checks(name):
     """A long point list is checked in one compiled pass (min, max, whole numbers): the same
     verdicts and messages as numpy's checks on a short one, whatever the bad value and
     wherever it sits."""
     import xarray as xr
-    _, _, lo, hi, _ = core.NUMERIC_AXES[name]
-    n = core._PARALLEL_MIN + 3
+    _, _, lo, hi, _ = inputs.NUMERIC_AXES[name]
+    n = inputs._PARALLEL_MIN + 3
     good = np.full(n, lo + (1.0 if hi - lo > 2 else (hi - lo) / 2))
     for v in (lo - 1.0, lo + 0.25, hi, hi + 1.0, float("nan"), float("inf"), -float("inf")):
         for at in (0, n // 2, n - 1):
             long = good.copy()
             long[at] = v
             try:
-                short = core._as_axis(name, xr.DataArray(long[at:at + 1], dims="point"))
+                short = inputs._as_axis(name, xr.DataArray(long[at:at + 1], dims="point"))
             except inf.SpecError as exc:
                 with pytest.raises(inf.SpecError) as long_exc:
-                    core._as_axis(name, xr.DataArray(long, dims="point"))
+                    inputs._as_axis(name, xr.DataArray(long, dims="point"))
                 assert str(long_exc.value) == str(exc), (name, v, at)
             else:
-                got = core._as_axis(name, xr.DataArray(long, dims="point"))
+                got = inputs._as_axis(name, xr.DataArray(long, dims="point"))
                 assert got.values[at] == short.values[0], (name, v, at)
 
 
 def test_long_label_arrays_equal_numpy_indexing():
     """Binding labels of a long point list are gathered as rows of int64 words: the same
     strings as numpy's indexing of the label table."""
-    codes = np.random.default_rng(0).integers(0, len(core.RESOURCES),
-                                              core._PARALLEL_MIN + 7).astype(np.int8)
-    got = core._labels(codes)
-    want = core._RESOURCE_LABELS[codes]
+    codes = np.random.default_rng(0).integers(0, len(dataset.RESOURCES),
+                                              inputs._PARALLEL_MIN + 7).astype(np.int8)
+    got = dataset._labels(codes)
+    want = dataset._RESOURCE_LABELS[codes]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(core._labels(codes[:100]), want[:100])
+    np.testing.assert_array_equal(dataset._labels(codes[:100]), want[:100])
 
 
 def test_long_point_lists_evaluated_from_several_threads_at_once():
@@ -220,7 +209,7 @@ def test_long_point_lists_evaluated_from_several_threads_at_once():
     each gets what it gets alone."""
     from concurrent.futures import ThreadPoolExecutor
     import xarray as xr
-    n = core._PARALLEL_MIN + 11
+    n = inputs._PARALLEL_MIN + 11
 
     def grid(seed):
         r = np.random.default_rng(seed)
@@ -256,18 +245,18 @@ def test_binding_labels_of_long_lists_are_read_lazily(monkeypatch):
     looked up at once), through .values, indexing, DataFrames and pickling."""
     import pickle
     import xarray as xr
-    n = core._PARALLEL_MIN + 3
+    n = inputs._PARALLEL_MIN + 3
     r = np.random.default_rng(5)
     grid = dict(batch_size=r.integers(1, 400, n).astype(float),
                 kv_len=r.integers(128, 30_000, n).astype(float))
     # the process's first Dataset is compared with xarray's public constructor (read once)
     inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=xr.DataArray([1.0, 2.0], dims="p"))
     calls = []
-    real = core._labels
-    monkeypatch.setattr(core, "_labels", lambda codes: calls.append(codes.size) or real(codes))
+    real = dataset._labels
+    monkeypatch.setattr(dataset, "_labels", lambda codes: calls.append(codes.size) or real(codes))
     ds = inf.evaluate("Llama-3.1-8B", "H100-SXM",
                       **{k: xr.DataArray(v, dims="p") for k, v in grid.items()})
-    assert all(size < core._PARALLEL_MIN for size in calls)      # a label held by all points
+    assert all(size < inputs._PARALLEL_MIN for size in calls)      # a label held by all points
     long = [k for k in ("decode_binding_resource", "prefill_binding_resource") if ds[k].size == n]
     assert "decode_binding_resource" in long
     halves = [inf.evaluate("Llama-3.1-8B", "H100-SXM",
@@ -300,7 +289,7 @@ def test_output_memory_is_reused_only_once_no_result_refers_to_it(monkeypatch):
     import xarray as xr
     from inference_factory.engine.backends import interp as TE
     TE.release_buffers()
-    n = core.FUSED_MIN_POINTS + 100
+    n = fused.FUSED_MIN_POINTS + 100
 
     def call(seed, n=n):
         r = np.random.default_rng(seed)

@@ -8,18 +8,18 @@ import pytest
 import xarray as xr
 
 import inference_factory as inf
-from inference_factory.engine import core
+from inference_factory.engine import fused as F
 from inference_factory.engine import xp
 from inference_factory.engine.backends import tape as T
 from inference_factory.engine.backends import interp as TE
 
-N = 5_000          # above core.FUSED_MIN_POINTS: a list of points takes the fused pass
+N = 5_000          # above F.FUSED_MIN_POINTS: a list of points takes the fused pass
 
 
 @pytest.fixture(autouse=True)
 def _fresh_programs(monkeypatch):
     """Each test traces its own programs (none kept from another test)."""
-    monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
+    monkeypatch.setattr(F, "_FUSED_PROGRAMS", {})
 
 
 def _points(seed, n=N, draft_max=0):
@@ -64,12 +64,12 @@ CASES = {
 def _evaluate_both(kw, grid, monkeypatch):
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")
-    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+    monkeypatch.setattr(F, "FUSED_MIN_POINTS", 10**12)
     ref = inf.evaluate(model, hw, **kw, **grid)
     calls = []
     real_run = TE.run
     monkeypatch.setattr(TE, "run", lambda *a: calls.append(1) or real_run(*a))
-    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
+    monkeypatch.setattr(F, "FUSED_MIN_POINTS", 1)
     fused = inf.evaluate(model, hw, **kw, **grid)
     return ref, fused, calls
 
@@ -127,14 +127,14 @@ def test_untraceable_code_falls_back_to_numpy(monkeypatch):
     """An operation the tape cannot record: the same result from the numpy passes."""
     kw, _ = CASES["llama70b-tp8"]
     grid = _points(5)
-    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+    monkeypatch.setattr(F, "FUSED_MIN_POINTS", 10**12)
     ref = inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, **grid)
 
     def refuse(*a, **k):
         raise T.NotTraceable("test")
     monkeypatch.setattr(T.Tape, "emit", refuse)
-    monkeypatch.setattr(core, "_FUSED_PROGRAMS", {})
-    monkeypatch.setattr(core, "FUSED_MIN_POINTS", 1)
+    monkeypatch.setattr(F, "_FUSED_PROGRAMS", {})
+    monkeypatch.setattr(F, "FUSED_MIN_POINTS", 1)
     _assert_same(inf.evaluate("Llama-3.1-70B", "H100-SXM", tp=8, **grid), ref)
 
 
@@ -292,7 +292,7 @@ def test_selected_variables_equal_the_full_evaluation(n, monkeypatch):
     for k in keep:
         xr.testing.assert_allclose(part[k], full[k], rtol=1e-9) if part[k].dtype.kind == "f" \
             else xr.testing.assert_equal(part[k], full[k])
-    if n >= core.FUSED_MIN_POINTS:           # the rest of the work was dropped
+    if n >= F.FUSED_MIN_POINTS:           # the rest of the work was dropped
         everything = real(*_trace_whole_block(grid))
         assert programs and programs[-1].n_instructions < everything.n_instructions
     with pytest.raises(inf.SpecError, match="variables = 'tpot' is not an output variable"):
@@ -316,13 +316,12 @@ def _trace_whole_block(grid):
 
 @pytest.mark.parametrize("name", ["dsv3-ep-measured-mtp", "llama70b-draft-8b",
                                   "gpt-oss-roofline-realism", "mixtral-ideal"])
-def test_one_point_calls_replay_a_program_equal_to_numpy(name, monkeypatch):
-    """A one-configuration call is traced once per structure and replayed: equal calls give
-    equal bits, and the values are the numpy evaluation's (every variable, 1e-12)."""
+def test_one_point_calls_equal_the_numpy_list_evaluation(name):
+    """A one-configuration call (numpy on scalars, nothing traced): equal calls give equal bits,
+    and the values are those of the same points in a list (every variable, 1e-12)."""
     kw, draft = CASES[name]
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")
-    monkeypatch.setattr(core, "_POINT_PROGRAMS", {})
     for depth in sorted({0, draft}):
         point = dict(batch_size=48.0, kv_len=30_000.0, prompt_len=250_000.0, cache_hit_rate=0.3,
                      draft_depth=depth)
@@ -342,8 +341,6 @@ def test_one_point_calls_replay_a_program_equal_to_numpy(name, monkeypatch):
                     np.testing.assert_allclose(got[k].values, want.values, rtol=1e-12, err_msg=k)
                 else:
                     np.testing.assert_array_equal(got[k].values, want.values, err_msg=k)
-    assert len(core._POINT_PROGRAMS) == len({0, draft})      # one program per structure
-    assert all(p is not None for p, _, _ in core._POINT_PROGRAMS.values())
 
 
 def test_outputs_in_chunks_keep_their_dtypes(monkeypatch):
@@ -362,17 +359,17 @@ def test_point_lists_reuse_their_program_and_retrace_when_it_would_differ(monkey
     values of a fixed axis, or draft depths that are all zero (the block's one branch on the
     data), are traced anew; every result equals the numpy passes."""
     traced = []
-    real = core._traced_program
-    monkeypatch.setattr(core, "_traced_program", lambda *a: traced.append(1) or real(*a))
+    real = F._traced_program
+    monkeypatch.setattr(F, "_traced_program", lambda *a: traced.append(1) or real(*a))
     kw, draft = CASES["dsv3-acceptance-by-position"]
     kw = dict(kw)
     model, hw = kw.pop("model"), kw.pop("hardware")
 
     def both(grid):
         got = inf.evaluate(model, hw, **kw, **grid)
-        monkeypatch.setattr(core, "FUSED_MIN_POINTS", 10**12)
+        monkeypatch.setattr(F, "FUSED_MIN_POINTS", 10**12)
         ref = inf.evaluate(model, hw, **kw, **grid)
-        monkeypatch.setattr(core, "FUSED_MIN_POINTS", 4096)
+        monkeypatch.setattr(F, "FUSED_MIN_POINTS", 4096)
         _assert_same(got, ref)
     both(_points(21, draft_max=draft))
     both(_points(22, draft_max=draft))                     # same structure: replayed

@@ -375,7 +375,7 @@ def test_extra_columns_are_ignored_and_blanks_take_defaults(tmp_path):
 
 def test_a_bad_row_stops_everything_before_any_prediction(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(val, "evaluate", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(val, "evaluate_arrays", lambda *a, **k: calls.append(1))
     path = write_cases(tmp_path / "cases.csv",
                        [decode_case(case_id=f"ok{i}") for i in range(3)]
                        + [decode_case(case_id="bad", overlap="sometimes")])

@@ -75,6 +75,15 @@ def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tupl
     raise SpecError(f"cost_basis = {cost.cost_basis!r} is not one of ['capex', 'rental', 'tco']")
 
 
+def usd_per_mtok_at(tokens_per_s_per_gpu, *, gpu_cost_usd_per_hour, utilization):
+    """$ per million tokens of a phase running at ``tokens_per_s_per_gpu`` (busy share
+    ``utilization`` of each GPU-hour charged at ``gpu_cost_usd_per_hour``); arrays or
+    DataArrays. The one wiring of :func:`inference_factory.kernels.economics.usd_per_mtok`
+    for the engine's rates (:func:`economics_from_rates` and the plan's candidate grid)."""
+    return kecon.usd_per_mtok(cost_usd=gpu_cost_usd_per_hour,
+                              tokens=tokens_per_s_per_gpu * SECONDS_PER_HOUR * utilization)
+
+
 def _hardware_spec(ds: xr.Dataset, name: str) -> HardwareSpec:
     """The spec the Dataset was evaluated with: by the file path the engine recorded
     (``attrs['hardware_files']``), so user files outside the bundled folder work too."""
@@ -177,8 +186,12 @@ def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, e
     out["gpu_cost_usd_per_hour"] = gpu_cost_decode
     dec_tok_h = ds.decode_tokens_per_s_per_gpu * SECONDS_PER_HOUR * utilization
     pre_tok_h = ds.prefill_tokens_per_s_per_gpu * SECONDS_PER_HOUR * utilization
-    out["usd_per_mtok_output"] = kecon.usd_per_mtok(cost_usd=gpu_cost_decode, tokens=dec_tok_h)
-    out["usd_per_mtok_input"] = kecon.usd_per_mtok(cost_usd=gpu_cost_prefill, tokens=pre_tok_h)
+    out["usd_per_mtok_output"] = usd_per_mtok_at(ds.decode_tokens_per_s_per_gpu,
+                                                 gpu_cost_usd_per_hour=gpu_cost_decode,
+                                                 utilization=utilization)
+    out["usd_per_mtok_input"] = usd_per_mtok_at(ds.prefill_tokens_per_s_per_gpu,
+                                                gpu_cost_usd_per_hour=gpu_cost_prefill,
+                                                utilization=utilization)
     out["usd_per_mtok_blended"] = (r * out.usd_per_mtok_input + out.usd_per_mtok_output) / (r + 1.0)
     power = kecon.gpu_power_w(tdp_w=tdp_w, busy_frac=utilization,
                               idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=DECODE_FRAC_OF_TDP)

@@ -5,8 +5,9 @@
 prefill and decode) and prefill/decode disaggregation (two pools, each with its own shape),
 the factory's two precision profiles (its ``low_precision`` lever), the two-batch overlap
 policy (MoE), the decode batch, the speculative draft depth and the prefill batch. Each
-candidate is evaluated by the engine (:func:`inference_factory.evaluate`) and priced by
-:func:`inference_factory.economics.add_economics`; nothing here adds physics. The
+shape's grid of candidates (overlap x decode batch x draft depth x prefill batch) is one
+vectorized engine pass (:func:`inference_factory.engine.evaluate_arrays`), priced with
+:func:`inference_factory.analysis.economics.usd_per_mtok_at`; nothing here adds physics. The
 recommendation is the candidate that fits in HBM, meets the TTFT and TPOT targets and is best
 on the objective (lowest all-in $/M output tokens by default).
 
@@ -39,8 +40,8 @@ import numpy as np
 import pandas as pd
 
 from ..axes import NUMERIC_AXES
-from .economics import CostModel, add_economics
-from ..engine import evaluate
+from .economics import CostModel, gpu_cost_usd_per_hour, usd_per_mtok_at
+from ..engine import evaluate_arrays
 from ..errors import SpecError
 from ..factory.config import Levers
 from ..specs.prices import resolve_price
@@ -245,25 +246,26 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 prefill_batch_size=[float(b) for b in prefill_batch_size],
                 prompt_len=float(isl), kv_len=float(isl + osl / 2), final_len=float(isl + osl))
 
+    axes = dict(batch_size=np.asarray(grid["batch_size"])[:, None, None],
+                draft_depth=np.asarray(grid["draft_depth"])[None, :, None],
+                prefill_batch_size=np.asarray(grid["prefill_batch_size"])[None, None, :],
+                prompt_len=grid["prompt_len"], kv_len=grid["kv_len"],
+                final_len=grid["final_len"])
     rows: list[pd.DataFrame] = []
     for hw in hws:
         hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
             candidate_shapes(m, hw, gpus)
         hw_shapes = [s for s in hw_shapes
                      if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= gpus]
+        rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
         for prof in _profiles(m, hw, low_precision):
             precs = {k: v for k, v in prof.items() if k != "low_precision"}
             per_shape = []
             for shape in hw_shapes:
                 ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
-                try:
-                    ds = evaluate(m, hw, **shape, **precs, overlap=list(ovs), **grid, **kwargs)
-                except SpecError:
-                    continue      # a shape the engine refuses (too many experts...) is skipped
-                if "overlap" not in ds.dims:
-                    ds = ds.expand_dims(overlap=ovs)
-                ds = add_economics(ds, price=pr, cost=cost)
-                per_shape.append((shape, ds))
+                res = _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost)
+                if res is not None:  # None: a shape the engine refuses (too many experts...)
+                    per_shape.append((shape, res))
             rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes)
     if not rows:
         raise SpecError(f"plan: no instance shape of {min_gpus}..{gpus} GPUs is valid for "
@@ -294,133 +296,202 @@ _PREFILL_VARS = ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
                  "prefill_binding_resource")
 
 
-def _decode_frame(ds) -> pd.DataFrame:
-    """One row per (overlap, batch, depth) of the decode variables."""
-    sub = ds[[v for v in _DECODE_VARS if v in ds]]
-    if "prefill_batch_size" in sub.dims:
-        sub = sub.isel(prefill_batch_size=0, drop=True)
-    df = sub.to_dataframe().reset_index()
-    keep = ["overlap", "batch_size", "draft_depth", *[v for v in _DECODE_VARS if v in df]]
-    return df[[c for c in keep if c in df]]
+@dataclass
+class _ShapeGrid:
+    """One instance shape's candidates as arrays: per overlap policy, each variable over
+    (decode batch, draft depth, prefill batch), broadcast by numpy's rules."""
+
+    overlaps: list[str]
+    batch_size: np.ndarray
+    draft_depth: np.ndarray
+    prefill_batch_size: np.ndarray
+    values: list[dict[str, np.ndarray]]
 
 
-def _along(da, shape, float_: bool = True) -> np.ndarray:
-    """A prefill variable along ``prefill_batch_size`` only (the decode axes it does not
-    depend on are length-1 dimensions when every axis has one value)."""
-    da = da.isel({d: 0 for d in da.dims if d != "prefill_batch_size"})
-    return np.broadcast_to(np.asarray(da.values, float if float_ else object), shape)
+def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeGrid | None":
+    """The engine over one shape's grid, once per overlap policy. An overlap the engine
+    refuses for this shape while another is valid gives NaN values that do not fit (as
+    :func:`inference_factory.evaluate` masks an invalid combination of list values); None
+    when every policy is refused."""
+    names = (*_DECODE_VARS, *_PREFILL_VARS)
+    got: list[dict | None] = []
+    for ov in ovs:
+        try:
+            r = evaluate_arrays(m, hw, **shape, **precs, overlap=ov, **axes, **kwargs,
+                                variables=[v for v in names if not v.startswith("usd_")])
+        except SpecError:
+            if len(ovs) == 1:
+                return None
+            got.append(None)
+            continue
+        r["usd_per_mtok_output"] = usd_per_mtok_at(
+            r["decode_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["decode"],
+            utilization=cost.utilization)
+        r["usd_per_mtok_input"] = usd_per_mtok_at(
+            r["prefill_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["prefill"],
+            utilization=cost.utilization)
+        got.append(r)
+    template = next((r for r in got if r is not None), None)
+    if template is None:
+        return None
+    masked = {k: np.full(np.shape(v), False if np.asarray(v).dtype.kind == "b" else (
+        "" if np.asarray(v).dtype.kind in "OUS" else np.nan)) for k, v in template.items()}
+    return _ShapeGrid(list(ovs), np.ravel(axes["batch_size"]), np.ravel(axes["draft_depth"]),
+                      np.ravel(axes["prefill_batch_size"]),
+                      [r if r is not None else masked for r in got])
 
 
-def _prefill_best(ds, ttft_s: float | None) -> pd.DataFrame:
-    """Per overlap: the prefill batch with the most input tokens/s per GPU meeting TTFT
-    (NaN row where none does), and whether the instance's weights fit at all."""
-    out = []
-    for ov in ds["overlap"].values:
-        one = ds.sel(overlap=ov)
-        pb = np.atleast_1d(one["prefill_batch_size"].values)
-        p = _along(one["prefill_tokens_per_s_per_gpu"], pb.shape)
-        t = _along(one["ttft_s"], pb.shape)
-        cin = _along(one["usd_per_mtok_input"], pb.shape)
+def _decode_frame(sg: _ShapeGrid) -> dict[str, np.ndarray]:
+    """Columns with one row per (overlap, batch, depth) of the decode variables, in that
+    order."""
+    nb, nd = sg.batch_size.size, sg.draft_depth.size
+    cols: dict[str, list] = {"overlap": [], "batch_size": [], "draft_depth": []}
+    parts: dict[str, list] = {v: [] for v in _DECODE_VARS}
+    for ov, r in zip(sg.overlaps, sg.values):
+        cols["overlap"].append(np.full(nb * nd, ov, dtype=object))
+        cols["batch_size"].append(np.repeat(sg.batch_size, nd))
+        cols["draft_depth"].append(np.tile(sg.draft_depth, nb))
+        for v in _DECODE_VARS:
+            a = np.asarray(r[v])
+            a = a[..., 0] if a.ndim == 3 else a          # decode: no prefill-batch axis
+            parts[v].append(np.broadcast_to(a, (nb, nd)).reshape(-1))
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    out.update({k: np.concatenate(v) for k, v in parts.items()})
+    out["decode_binding_resource"] = out["decode_binding_resource"].astype(object)
+    return out
+
+
+def _along(a, n: int, float_: bool = True) -> np.ndarray:
+    """A prefill variable along the prefill batch (the first point of the decode axes, on
+    which it does not depend)."""
+    a = np.asarray(a)
+    a = a[0, 0] if a.ndim == 3 else a
+    return np.broadcast_to(np.asarray(a, float if float_ else object), (n,))
+
+
+def _prefill_best(sg: _ShapeGrid, ttft_s: float | None) -> dict[str, np.ndarray]:
+    """Columns with one row per overlap: the prefill batch with the most input tokens/s per
+    GPU meeting TTFT (NaN where none does), and whether the instance's weights fit at all."""
+    rows = []
+    pb = sg.prefill_batch_size
+    for ov, r in zip(sg.overlaps, sg.values):
+        p = _along(r["prefill_tokens_per_s_per_gpu"], pb.size)
+        t = _along(r["ttft_s"], pb.size)
+        cin = _along(r["usd_per_mtok_input"], pb.size)
         ok = np.ones(pb.shape, bool) if ttft_s is None else t <= ttft_s
         # the instance fits where its weights and one sequence at the final length fit
-        mb = one["max_batch_size"]
-        if "draft_depth" in mb.dims:
-            mb = mb.isel(draft_depth=0)
-        fits1 = bool(np.asarray(mb.values).min() >= 1)
-        row = {"overlap": str(ov), "prefill_fits": fits1, "min_ttft_s": float(t.min())}
+        mb = np.asarray(r["max_batch_size"])
+        mb = mb[:, :1] if mb.ndim >= 2 else mb           # the first draft depth
+        row = [str(ov), bool(np.min(mb) >= 1), float(t.min())]
         if ok.any():
             i = int(np.flatnonzero(ok)[np.argmax(p[ok])])
-            row.update(prefill_batch_size=float(pb[i]), prefill_tokens_per_s_per_gpu=float(p[i]),
-                       ttft_s=float(t[i]), usd_per_mtok_input=float(cin[i]),
-                       prefill_binding_resource=str(_along(
-                           one["prefill_binding_resource"], pb.shape, float_=False)[i]))
+            row += [float(pb[i]), float(p[i]), float(t[i]), float(cin[i]),
+                    str(_along(r["prefill_binding_resource"], pb.size, float_=False)[i])]
         else:
-            row.update(prefill_batch_size=np.nan, prefill_tokens_per_s_per_gpu=np.nan,
-                       ttft_s=np.nan, usd_per_mtok_input=np.nan, prefill_binding_resource="")
-        out.append(row)
-    return pd.DataFrame(out)
+            row += [np.nan, np.nan, np.nan, np.nan, ""]
+        rows.append(row)
+    names = ("overlap", "prefill_fits", "min_ttft_s", "prefill_batch_size",
+             "prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+             "prefill_binding_resource")
+    kinds = (object, bool, float, float, float, float, float, object)
+    return {k: np.array([r[c] for r in rows], dtype=kd)
+            for c, (k, kd) in enumerate(zip(names, kinds))}
+
+
+def _shape_cols(shape, n_rows: int, prefix: str = "") -> dict[str, np.ndarray]:
+    """The shape's tp, dp, ep and GPU count as columns of ``n_rows`` rows."""
+    tp, dp, ep = shape.get("tp", 1), shape.get("dp", 1), shape.get("ep", 1)
+    return {f"{prefix}tp": np.full(n_rows, tp, dtype=np.int64),
+            f"{prefix}dp": np.full(n_rows, dp, dtype=np.int64),
+            f"{prefix}ep": np.full(n_rows, ep, dtype=np.int64),
+            f"{prefix or 'decode_'}gpus": np.full(n_rows, tp * dp, dtype=np.int64)}
 
 
 def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -> list:
-    frames = []
-    shape_cols = lambda s, p="": {f"{p}tp": s.get("tp", 1), f"{p}dp": s.get("dp", 1),  # noqa: E731
-                                  f"{p}ep": s.get("ep", 1)}
+    """Every candidate of one device and precision profile as one frame: per shape, its
+    aggregated rows (its own best prefill batch per overlap) and its disaggregated rows (the
+    best prefill instance of any shape that fits beside it in the budget)."""
     prefill = []
-    for shape, ds in per_shape:
-        pf = _prefill_best(ds, ttft_s)
-        for k, v in shape_cols(shape, "prefill_").items():
-            pf[k] = v
-        pf["prefill_gpus"] = shape.get("tp", 1) * shape.get("dp", 1)
-        prefill.append(pf)
-    prefill_all = pd.concat(prefill, ignore_index=True) if prefill else pd.DataFrame()
-    for shape, ds in per_shape:
+    for shape, sg in per_shape:
+        pf = _prefill_best(sg, ttft_s)
+        prefill.append({**pf, **_shape_cols(shape, len(pf["overlap"]), "prefill_")})
+    prefill_all = ({k: np.concatenate([pf[k] for pf in prefill]) for k in prefill[0]}
+                   if prefill else {})
+    common = dict(hardware=hw.name, low_precision=prof["low_precision"],
+                  weight_precision=prof["weight_precision"],
+                  moe_precision=prof["moe_precision"], kv_precision=prof["kv_precision"])
+    frames = []
+    for (shape, sg), own in zip(per_shape, prefill):
+        dec = _decode_frame(sg)
+        n_rows = len(dec["overlap"])
+        dec.update(_shape_cols(shape, n_rows))
         n = shape.get("tp", 1) * shape.get("dp", 1)
-        dec = _decode_frame(ds)
-        for k, v in shape_cols(shape).items():
-            dec[k] = v
-        dec["decode_gpus"] = n
-        common = dict(hardware=hw.name, low_precision=prof["low_precision"],
-                      weight_precision=prof["weight_precision"],
-                      moe_precision=prof["moe_precision"], kv_precision=prof["kv_precision"])
+        tags = lambda mode, pov: {"prefill_overlap": pov,  # noqa: E731
+                                  "mode": np.full(n_rows, mode, dtype=object),
+                                  **{k: np.full(n_rows, v, dtype=object if isinstance(v, str)
+                                                else None) for k, v in common.items()}}
         if "aggregated" in modes:
-            pf = _prefill_best(ds, ttft_s)
-            agg = dec.merge(pf, on="overlap", how="left")
-            for k, v in shape_cols(shape, "prefill_").items():
-                agg[k] = v
-            agg["prefill_gpus"] = n
-            agg["prefill_overlap"] = agg["overlap"]
-            agg["mode"] = "aggregated"
-            frames.append(agg.assign(**common))
-        if "disaggregated" in modes and not prefill_all.empty:
+            at = np.array([sg.overlaps.index(o) for o in sg.overlaps])[
+                np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))]
+            frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
+                           **tags("aggregated", dec["overlap"].copy())})
+        if "disaggregated" in modes and prefill_all:
             # the prefill pool: the best prefill instance (any shape, same precision profile)
             # that fits beside this decode instance in the budget
-            ok = prefill_all[(prefill_all["prefill_gpus"] + n <= gpus)
-                             & prefill_all["prefill_fits"]
-                             & prefill_all["prefill_tokens_per_s_per_gpu"].notna()]
-            if ok.empty:
-                pf = prefill_all.iloc[[0]].copy()
-                pf[["prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
-                    "prefill_batch_size"]] = np.nan
-                pf["prefill_fits"] = False
-            else:
-                order = ok.sort_values(["prefill_tokens_per_s_per_gpu", "prefill_gpus"],
-                                       ascending=[False, True], kind="stable")
-                pf = order.iloc[[0]].copy()
-            pf = pf.drop(columns="overlap").rename(columns={})
-            dis = dec.assign(_k=1).merge(pf.assign(_k=1), on="_k").drop(columns="_k")
-            dis["prefill_overlap"] = order.iloc[0]["overlap"] if not ok.empty else ""
-            dis["mode"] = "disaggregated"
-            frames.append(dis.assign(**common))
-    out = []
-    for f in frames:
-        f = f.copy()
-        agg = f["mode"] == "aggregated"
-        # the engine's per-step TPOT, stretched by prefill interference when colocated
-        d = f["decode_tokens_per_s_per_gpu"].to_numpy(float)
-        p = f["prefill_tokens_per_s_per_gpu"].to_numpy(float)
+            ok = np.flatnonzero((prefill_all["prefill_gpus"] + n <= gpus)
+                                & prefill_all["prefill_fits"]
+                                & ~np.isnan(prefill_all["prefill_tokens_per_s_per_gpu"]))
+            row = {k: v[:1].copy() for k, v in prefill_all.items()}
+            if ok.size == 0:
+                for k in ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                          "prefill_batch_size"):
+                    row[k][:] = np.nan
+                row["prefill_fits"][:] = False
+                pov = ""
+            else:   # most tokens/s per GPU, then fewest GPUs, then the first listed
+                key = np.lexsort((ok, prefill_all["prefill_gpus"][ok],
+                                  -prefill_all["prefill_tokens_per_s_per_gpu"][ok]))
+                best = ok[key[0]]
+                row = {k: v[best:best + 1] for k, v in prefill_all.items()}
+                pov = str(prefill_all["overlap"][best])
+            frames.append({**dec, **{k: np.repeat(v, n_rows) for k, v in row.items()
+                                     if k != "overlap"},
+                           **tags("disaggregated", np.full(n_rows, pov, dtype=object))})
+    if not frames:
+        return []
+    f = {k: np.concatenate([fr[k] for fr in frames]) for k in frames[0]}
+    return [_judge(f, isl, osl, ttft_s, tpot_s)]
+
+
+def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
+    """The derived columns of the candidates (TPOT stretched by colocated prefill, all-in
+    output tokens/s per GPU, GPUs, whether the SLOs are met and why not), as a frame."""
+    agg = f["mode"] == "aggregated"
+    # the engine's per-step TPOT, stretched by prefill interference when colocated
+    d = f["decode_tokens_per_s_per_gpu"].astype(float)
+    p = f["prefill_tokens_per_s_per_gpu"].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
         share = prefill_busy_share(prefill_s_per_request=isl / p, decode_s_per_request=osl / d)
-        stretch = np.where(agg, 1.0 / np.maximum(1.0 - share, 1e-9), 1.0)
-        f["decode_tpot_s"] = f["tpot_s"]
-        f["tpot_s"] = f["tpot_s"] * stretch
-        f["tokens_per_s_per_user"] = f["decode_tokens_per_s_per_user"] / stretch
-        f["output_tokens_per_s_per_gpu"] = output_tokens_per_s_per_gpu_all_in(
-            isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
-            decode_tokens_per_s_per_gpu=d)
-        f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
-        reasons = np.full(len(f), "", dtype=object)
-        fits = f["fits"].to_numpy(bool) & f["prefill_fits"].fillna(False).to_numpy(bool)
-        no_prefill = ~np.isfinite(p)
-        reasons[~np.isfinite(p) & f["prefill_fits"].fillna(False).to_numpy(bool)] = \
-            "misses TTFT at every prefill batch"
-        reasons[~f["prefill_fits"].fillna(False).to_numpy(bool)] = "prefill does not fit"
-        reasons[~f["fits"].to_numpy(bool)] = "does not fit in HBM"
-        slow = (f["tpot_s"].to_numpy(float) > tpot_s) if tpot_s is not None else \
-            np.zeros(len(f), bool)
-        reasons[fits & ~no_prefill & slow] = "misses TPOT"
-        f["meets_slo"] = fits & ~no_prefill & ~slow
-        f["reason"] = reasons
-        out.append(f)
-    return out
+    stretch = np.where(agg, 1.0 / np.maximum(1.0 - share, 1e-9), 1.0)
+    f["decode_tpot_s"] = f["tpot_s"]
+    f["tpot_s"] = f["tpot_s"] * stretch
+    f["tokens_per_s_per_user"] = f["decode_tokens_per_s_per_user"] / stretch
+    f["output_tokens_per_s_per_gpu"] = output_tokens_per_s_per_gpu_all_in(
+        isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
+        decode_tokens_per_s_per_gpu=d)
+    f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
+    reasons = np.full(len(agg), "", dtype=object)
+    pfits = f["prefill_fits"].astype(bool)
+    fits = f["fits"].astype(bool) & pfits
+    no_prefill = ~np.isfinite(p)
+    reasons[no_prefill & pfits] = "misses TTFT at every prefill batch"
+    reasons[~pfits] = "prefill does not fit"
+    reasons[~f["fits"].astype(bool)] = "does not fit in HBM"
+    slow = (f["tpot_s"] > tpot_s) if tpot_s is not None else np.zeros(len(agg), bool)
+    reasons[fits & ~no_prefill & slow] = "misses TPOT"
+    f["meets_slo"] = fits & ~no_prefill & ~slow
+    f["reason"] = reasons
+    return pd.DataFrame(f)
 
 
 def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:

@@ -3,7 +3,7 @@
 A *case* is one published figure (a throughput or a latency of a real serving system) with
 the deployment that produced it. :func:`load_cases` reads and checks a case file (the CSV
 contract of ``docs/VALIDATION.md``) before anything is predicted; :func:`predict` evaluates
-every case with :func:`inference_factory.evaluate` and the bundled realism constants (no
+every case with the engine (:func:`inference_factory.engine.evaluate_arrays`) and the bundled realism constants (no
 per-case factor, nothing fitted); :func:`summarize` reports the median and worst
 ``|ln(predicted / published)|``, overall, by phase and by hardware.
 
@@ -27,7 +27,7 @@ import pandas as pd
 
 from .. import units
 from ..specs import schema
-from ..engine import NUMERIC_AXES, evaluate
+from ..engine import NUMERIC_AXES, evaluate_arrays
 from ..errors import SpecError
 from ..specs import load_hardware, load_model
 
@@ -415,8 +415,20 @@ def _engine_kwargs(c: Mapping[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def _values(ds, name: str) -> np.ndarray:
-    return np.atleast_1d(np.asarray(ds[name].values))
+def _evaluate(m, hw, kw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The engine on a case's grid (a decode batch and prefill prompts per pass may each be
+    a list: their outer product), as arrays (:func:`inference_factory.engine.evaluate_arrays`)."""
+    kw = dict(kw)
+    lists = [k for k in ("batch_size", "prefill_batch_size") if isinstance(kw.get(k), list)]
+    for i, k in enumerate(lists):
+        a = np.asarray(kw[k], dtype=float)
+        kw[k] = a[:, None] if len(lists) == 2 and i == 0 else a
+    return evaluate_arrays(m, hw, **kw)
+
+
+def _values(res: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """A variable along the one list axis it depends on (length-1 axes dropped)."""
+    return np.atleast_1d(np.squeeze(np.asarray(res[name])))
 
 
 def _pick(throughput: np.ndarray, ok: np.ndarray, fallback: np.ndarray) -> tuple[int, bool]:
@@ -444,15 +456,15 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     # ---- decode batch per attention-DP rank (a grid when a per-user bound is searched)
     if c["phase"] == "decode":
         if c["batch_max"] or has_user_slo:
-            probe = evaluate(m, hw, **dict(kw, batch_size=1.0,
-                                           prefill_batch_size=prompts or 1.0))
-            max_b = max(math.floor(float(probe["max_batch_size"].values)), 1)
+            probe = _evaluate(m, hw, dict(kw, batch_size=1.0,
+                                          prefill_batch_size=prompts or 1.0))
+            max_b = max(math.floor(float(probe["max_batch_size"])), 1)
             cap = float(max_b) if c["batch_max"] else float(c["batch_per_gpu"]) * tp
         else:
             cap = float(c["batch_per_gpu"]) * tp
         kw["batch_size"] = list(_grid(cap)) if has_user_slo else cap
 
-    ds = evaluate(m, hw, **kw)
+    ds = _evaluate(m, hw, kw)
 
     # prefill side: best prompts per pass meeting the TTFT bound
     if prompts is not None:
