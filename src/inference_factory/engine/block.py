@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..kernels import cache as kcache
+from ..kernels import memory as kmem
 from ..kernels import roofline as kroof
 from ..kernels import speculative as kspec
 from ..specs import ModelSpec
@@ -154,18 +155,24 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
                    + weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
     final = np.where(ax["final_len"] > 0, ax["final_len"], ctx)
     final = np.maximum(final, ctx)
-    kv_per_seq = (final * m.kv_bytes_per_token(g.kvprec)
-                  + np.minimum(final, m.sliding_window_tokens) * m.n_sliding_window_layers
-                  * m.kv_bytes_per_token_per_layer(g.kvprec)) / g.kv_split
+    kv_per_seq = kmem.kv_cache_bytes(
+        sequences=1.0, kv_len_tokens=final, kv_bytes_per_token_full=m.kv_bytes_per_token(g.kvprec),
+        kv_bytes_per_token_window=m.n_sliding_window_layers * m.kv_bytes_per_token_per_layer(g.kvprec),
+        window_tokens=m.sliding_window_tokens, kv_split=g.kv_split)
     act_per_seq = activation_bytes_per_token(g) * (1.0 + d)
-    reserve = rl.reserve_frac * hw.hbm_capacity_bytes
-    free = hw.hbm_capacity_bytes - reserve - weights
+    reserve = kmem.runtime_reserve_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
+                                         reserve_frac=rl.reserve_frac)
     out["weight_bytes_per_gpu"] = weights
     out["kv_bytes_per_gpu"] = B * kv_per_seq
     out["activation_bytes_per_gpu"] = B * act_per_seq
-    out["hbm_used_bytes_per_gpu"] = weights + reserve + B * (kv_per_seq + act_per_seq)
-    out["fits"] = out["hbm_used_bytes_per_gpu"] <= hw.hbm_capacity_bytes
-    out["max_batch_size"] = np.floor(np.maximum(free, 0.0) / (kv_per_seq + act_per_seq))
+    out["hbm_used_bytes_per_gpu"] = kmem.hbm_used_bytes(
+        weight_bytes=weights, reserve_bytes=reserve, batch_size=B, kv_bytes_per_seq=kv_per_seq,
+        activation_bytes_per_seq=act_per_seq)
+    out["fits"] = kmem.fits(hbm_used_bytes=out["hbm_used_bytes_per_gpu"],
+                            hbm_capacity_bytes=hw.hbm_capacity_bytes)
+    out["max_batch_size"] = kmem.max_batch_size(
+        hbm_capacity_bytes=hw.hbm_capacity_bytes, reserve_bytes=reserve, weight_bytes=weights,
+        kv_bytes_per_seq=kv_per_seq, activation_bytes_per_seq=act_per_seq)
     if detail == "ops":
         out["_ops"] = {"decode": verify, "prefill": pre}
     return out

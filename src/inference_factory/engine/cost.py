@@ -19,7 +19,8 @@ from ..kernels import moe as kmoe
 from ..kernels import roofline as kroof
 from . import grid as G
 from .geometry import Geom
-from .measured import a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s, tables_for
+from .measured import (a2a_kernels, a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s,
+                       tables_for)
 from .ops import Op
 from .xp import is_traced
 
@@ -74,7 +75,8 @@ def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
         compute = compute.item() if compute.ndim == 0 else compute
     resource = "compute-or-memory"
     if rl.is_ideal:
-        return Cost(op, np.maximum(t_flop, t_byte), resource, G.ROOFLINE,
+        return Cost(op, kroof.roofline_time_s(compute_s=t_flop, memory_s=t_byte), resource,
+                    G.ROOFLINE,
                     binds_compute=compute)
     t, src = None, G.ROOFLINE
     if rl.measured and op.family and op.pure_fn is not None:
@@ -190,18 +192,13 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
         busiest = busiest * kmoe.routing_fluctuation_factor(
             # the busiest rank's receive load: the same routed pairs as its grouped GEMM
             mean_tokens_per_rank=tokens * g.tp * g.dp * k / g.ep, n_ranks=g.ep)
-    copies_up = (kcomm.ep_copies_per_token_scale_up_per_rank if c["phase"] == "prefill"
-                 else kcomm.ep_copies_per_token_scale_up)
-    c_up = copies_up(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
-    copies_out = (kcomm.ep_copies_per_token_scale_out if c["phase"] == "prefill"
-                  else kcomm.ep_copies_per_token_scale_out_per_expert)
-    c_out = copies_out(experts_per_token=k, n_ranks=g.ep, domain_gpus=dom)
     lat = rl.out_latency_s if g.ep > dom else rl.up_latency_s
-    per_copy = tokens * h * b * busiest
     if rl.is_ideal:
         up_bw, out_bw = hw.scale_up_bw_bytes_per_s, hw.scale_out_bw_bytes_per_s
-    t = kcomm.alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
-                         scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw, latency_s=lat)
+    t = kcomm.ep_alltoall_s(tokens_per_rank=tokens, hidden_size=h, bytes_per_elem=b,
+                            experts_per_token=k, n_ranks=g.ep, domain_gpus=dom,
+                            scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw,
+                            latency_s=lat, load_factor=busiest, kernels=a2a_kernels(c["phase"]))
     return Cost(op, t, "comm", G.ROOFLINE)
 
 

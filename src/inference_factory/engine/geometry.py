@@ -4,7 +4,6 @@ busiest rank's load, weight and activation memory per GPU."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -12,9 +11,10 @@ import numpy as np
 
 from .. import units
 from ..errors import SpecError
+from ..kernels import memory as kmem
 from ..kernels import moe as kmoe
 from ..specs.realism import Realism
-from ..specs.schema import MAX_GPUS
+from ..bounds import MAX_GPUS
 from ..specs import HardwareSpec, ModelSpec
 
 
@@ -225,34 +225,47 @@ def mtp_layers(m: ModelSpec) -> Layers:
 
 
 def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:
+    """Weight bytes per GPU (``kernels.memory``): the dense path and the embedding/head
+    split over TP, MLA's replicated latent projections, the rank's routed-expert slots, and
+    (``with_mtp``) one MTP module."""
     m = g.m
     wb = units.BYTES_PER_ELEMENT[g.wprec]
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     hb = units.BYTES_PER_ELEMENT[g.head_precision]
-    dense = m.n_dense_path_params * wb / g.tp
+    dense = kmem.sharded_weight_bytes(n_params=m.n_dense_path_params, bytes_per_param=wb,
+                                      n_shards=g.tp)
     if m.is_mla and g.tp > 1:
-        # MLA's latent down-projections are replicated, not split, across the TP group
-        down = m.hidden_size * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)
-        dense += m.n_layers * down * wb * (1.0 - 1.0 / g.tp)
-    heads = (m.n_embedding_params + m.n_lm_head_params) * hb / g.tp
+        dense += kmem.mla_replicated_latent_bytes(
+            n_layers=m.n_layers, hidden_size=m.hidden_size, q_lora_rank=m.q_lora_rank,
+            kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.qk_rope_head_dim,
+            bytes_per_param=wb, tp=g.tp)
+    heads = kmem.sharded_weight_bytes(n_params=m.n_embedding_params + m.n_lm_head_params,
+                                      bytes_per_param=hb, n_shards=g.tp)
     experts = 0.0
     if m.is_moe:
-        slots = math.ceil((m.n_routed_experts + g.redundant) / g.ep)
-        experts = m.n_moe_layers * slots * m.n_expert_params * eb / g.moe_tp
+        slots = kmem.expert_slots_per_rank(n_experts=m.n_routed_experts,
+                                           n_redundant=g.redundant, ep=g.ep)
+        experts = kmem.routed_expert_bytes(n_layers=m.n_moe_layers, slots_per_rank=slots,
+                                           n_expert_params=m.n_expert_params,
+                                           bytes_per_param=eb, expert_tp=g.moe_tp)
     mtp = 0.0
     if with_mtp and m.n_mtp_modules:
         L = mtp_layers(m)
-        mtp = L.dense_path_params * wb / g.tp
+        mtp = kmem.sharded_weight_bytes(n_params=L.dense_path_params, bytes_per_param=wb,
+                                        n_shards=g.tp)
         if m.is_moe:
-            mtp += math.ceil(m.n_routed_experts / g.ep) * m.n_expert_params * eb / g.moe_tp
+            mtp += kmem.routed_expert_bytes(
+                n_layers=1, slots_per_rank=kmem.expert_slots_per_rank(
+                    n_experts=m.n_routed_experts, n_redundant=0, ep=g.ep),
+                n_expert_params=m.n_expert_params, bytes_per_param=eb, expert_tp=g.moe_tp)
     return dense + heads + experts + mtp
 
 
 def activation_bytes_per_token(g: Geom) -> float:
-    """Working memory per in-flight token: FP32 logits of the vocabulary shard plus BF16
-    buffers of one layer (residual, normed input, attention output, FFN intermediate).
-    An estimate of the engine's activation pool; see docs/MODEL.md."""
+    """Working memory per in-flight token (``kernels.memory.activation_bytes_per_token``)."""
     m = g.m
-    inter = max(m.dense_intermediate_size,
-                m.expert_intermediate_size * max(m.experts_per_token, 1)) / g.tp
-    return 4.0 * m.vocab_size / g.tp + 2.0 * (4.0 * m.hidden_size + 2.0 * inter)
+    return kmem.activation_bytes_per_token(
+        vocab_size=m.vocab_size, hidden_size=m.hidden_size,
+        dense_intermediate_size=m.dense_intermediate_size,
+        expert_intermediate_size=m.expert_intermediate_size,
+        experts_per_token=m.experts_per_token, tp=g.tp)

@@ -27,6 +27,7 @@ from ..kernels import attention as katt
 from ..kernels import comm as kcomm
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
+from ..kernels import params as kparams
 from ..specs import HardwareSpec, data_dirs, load_hardware, load_model
 from . import grid as G
 
@@ -72,6 +73,19 @@ def bmm_roofline_s(hw, dtype, tokens, heads, k, n):
         peak_flop_per_s=_peak(hw, prec), peak_bytes_per_s=hw.hbm_bw_bytes_per_s)
 
 
+def _kv_read(batch, kv_len, kv_bytes_per_token):
+    """KV bytes of one attention layer reading ``kv_len`` tokens of each of ``batch``
+    sequences (``kernels.attention.kv_read_bytes``, full attention)."""
+    return katt.kv_read_bytes(sequences=batch, kv_len_tokens=kv_len,
+                              kv_bytes_per_token_full=kv_bytes_per_token,
+                              kv_bytes_per_token_window=0.0, window_tokens=0.0)
+
+
+def _gqa_kv_tok(kv_heads, head_dim, b):
+    return kparams.gqa_kv_bytes_per_token_per_layer(n_kv_heads=kv_heads, head_dim_k=head_dim,
+                                                    head_dim_v=head_dim, kv_bytes_per_elem=b)
+
+
 def attention_roofline_s(hw, *, flop, kv_bytes, io_bytes):
     """Attention kernel: score and value FLOPs at the BF16 peak; KV read plus Q/O traffic."""
     return kops.pure_roofline_s(flop=flop, bytes_moved=kv_bytes + io_bytes,
@@ -84,12 +98,16 @@ def mla_decode_roofline_s(hw, kv_dtype, heads, batch, kv_len, q_tokens=1.0, dims
     tables' model)."""
     _, rope, latent, _ = dims or mla_dims()
     b = units.BYTES_PER_ELEMENT["fp8" if kv_dtype == "fp8" else "bf16"]
-    kv_tok = latent * b + rope * max(b, 2.0)
+    # the tables' rows carry no FP8 scales: the latent and the BF16 (or wider) RoPE key
+    kv_tok = kparams.mla_kv_bytes_per_token_per_layer(
+        kv_lora_rank=latent, qk_rope_head_dim=rope, latent_bytes_per_elem=b,
+        rope_bytes_per_elem=max(b, 2.0))
     pos = katt.causal_attended_positions(new_tokens=q_tokens, cached_tokens=kv_len - q_tokens)
     flop = batch * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
                                                kv_lora_rank=latent, qk_rope_head_dim=rope)
     io = batch * q_tokens * heads * (2 * latent + rope) * 2.0
-    return attention_roofline_s(hw, flop=flop, kv_bytes=batch * kv_len * kv_tok, io_bytes=io)
+    return attention_roofline_s(hw, flop=flop, kv_bytes=_kv_read(batch, kv_len, kv_tok),
+                                io_bytes=io)
 
 
 def mla_prefill_roofline_s(hw, kv_dtype, heads, batch, isl, cached=0.0, dims=None):
@@ -107,7 +125,7 @@ def gqa_decode_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, kv_len
     pos = katt.causal_attended_positions(new_tokens=q_tokens, cached_tokens=kv_len - q_tokens)
     flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                             head_dim_qk=head_dim, head_dim_v=head_dim)
-    kv = batch * kv_len * 2.0 * kv_heads * head_dim * b
+    kv = _kv_read(batch, kv_len, _gqa_kv_tok(kv_heads, head_dim, b))
     io = batch * q_tokens * 2.0 * heads * head_dim * 2.0
     return attention_roofline_s(hw, flop=flop, kv_bytes=kv, io_bytes=io)
 
@@ -125,7 +143,7 @@ def gqa_prefill_roofline_s(hw, kv_dtype, heads, kv_heads, head_dim, batch, isl, 
         cached = np.minimum(cached, window)
     flop = batch * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                             head_dim_qk=head_dim, head_dim_v=head_dim)
-    kv = batch * (isl + cached) * 2.0 * kv_heads * head_dim * b
+    kv = _kv_read(batch, isl + cached, _gqa_kv_tok(kv_heads, head_dim, b))
     io = batch * isl * 2.0 * heads * head_dim * 2.0
     return attention_roofline_s(hw, flop=flop, kv_bytes=kv, io_bytes=io)
 
@@ -157,16 +175,17 @@ def a2a_roofline_s(hw, tokens_per_rank, hidden, topk, ep, bytes_per_elem, *, pha
     remote node; decode's low-latency kernels: one per remote expert), the two levels
     concurrent (kernels.comm)."""
     dom = hw.scale_up_domain_gpus if domain_gpus is None else domain_gpus
-    per_copy = tokens_per_rank * hidden * bytes_per_elem
-    copies_up = (kcomm.ep_copies_per_token_scale_up_per_rank if phase == "prefill"
-                 else kcomm.ep_copies_per_token_scale_up)
-    c_up = copies_up(experts_per_token=topk, n_ranks=ep, domain_gpus=dom)
-    copies_out = (kcomm.ep_copies_per_token_scale_out if phase == "prefill"
-                  else kcomm.ep_copies_per_token_scale_out_per_expert)
-    c_out = copies_out(experts_per_token=topk, n_ranks=ep, domain_gpus=dom)
-    return kcomm.alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
-                            scale_up_bytes_per_s=hw.scale_up_bw_bytes_per_s,
-                            scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s, latency_s=0.0)
+    return kcomm.ep_alltoall_s(
+        tokens_per_rank=tokens_per_rank, hidden_size=hidden, bytes_per_elem=bytes_per_elem,
+        experts_per_token=topk, n_ranks=ep, domain_gpus=dom,
+        scale_up_bytes_per_s=hw.scale_up_bw_bytes_per_s,
+        scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s, latency_s=0.0,
+        kernels=a2a_kernels(phase))
+
+
+def a2a_kernels(phase: str) -> str:
+    """DeepEP's kernel family of a phase: normal in prefill, low-latency in decode."""
+    return "normal" if phase == "prefill" else "low_latency"
 
 
 def nvlink_a2a_roofline_s(hw, op, dtype, tokens_per_rank, hidden, topk, ep):
@@ -179,8 +198,10 @@ def nvlink_a2a_roofline_s(hw, op, dtype, tokens_per_rank, hidden, topk, ep):
 
 
 def allreduce_roofline_s(hw, message_bytes, n_gpus):
-    """Ring all-reduce bandwidth term at the scale-up peak: 2 (n-1)/n M / W."""
-    return 2.0 * (n_gpus - 1.0) / n_gpus * message_bytes / hw.scale_up_bw_bytes_per_s
+    """Ring all-reduce bandwidth term at the scale-up peak: 2 (n-1)/n M / W
+    (``kernels.comm.ring_allreduce_s`` without its latency)."""
+    return kcomm.ring_allreduce_s(message_bytes=message_bytes, n_ranks=n_gpus,
+                                  link_bytes_per_s=hw.scale_up_bw_bytes_per_s, latency_s=0.0)
 
 
 # ---- families -------------------------------------------------------------------------------

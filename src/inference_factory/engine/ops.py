@@ -95,6 +95,17 @@ def _prefill_fn(roofline, head, new_tokens, cached_tokens, **kw):
     return lambda b_, s_: roofline(*head, b_, s_ * f_new, s_ * (1.0 - f_new), **kw)
 
 
+def _kv_read(seqs, kv_len, kv_bytes_per_token, window):
+    """KV bytes one layer reads (``kernels.attention.kv_read_bytes``): a full-attention layer
+    (``window`` None) all ``kv_len`` tokens, a window layer at most ``window`` of them."""
+    if window is None:
+        return katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len,
+                                  kv_bytes_per_token_full=kv_bytes_per_token,
+                                  kv_bytes_per_token_window=0.0, window_tokens=0.0)
+    return katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len, kv_bytes_per_token_full=0.0,
+                              kv_bytes_per_token_window=kv_bytes_per_token, window_tokens=window)
+
+
 def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
               logit_tokens_per_seq, phase: str) -> list[Op]:
     """Operations of one pass of ``seqs`` sequences (per attention-DP rank and micro-batch)
@@ -142,9 +153,13 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
                                                       kv_lora_rank=m.kv_lora_rank,
                                                       qk_rope_head_dim=m.qk_rope_head_dim)
-            kvb = seqs * kv_len * m.kv_bytes_per_token_per_layer(g.kvprec)
+            kvl = m.kv_bytes_per_token_per_layer(g.kvprec)
+            kvb = katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len,
+                                     kv_bytes_per_token_full=kvl, kv_bytes_per_token_window=0.0,
+                                     window_tokens=0.0)
             ops.append(Op("attention", "compute", "attn1", n_full, flop=flop,
-                          hbm_bytes=kvb + T * m.kv_bytes_per_token_per_layer(g.kvprec),
+                          hbm_bytes=kvb + katt.kv_write_bytes(new_tokens=T,
+                                                              kv_bytes_per_token=kvl),
                           precision=g.aprec, rate="attention", family="mla_decode",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, kv_len),
@@ -160,7 +175,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                                    head_dim_qk=m.head_dim_qk,
                                                    head_dim_v=m.head_dim_v)
-            write = T * m.kv_bytes_per_token_per_layer(g.kvprec)
+            write = katt.kv_write_bytes(new_tokens=T,
+                                        kv_bytes_per_token=m.kv_bytes_per_token_per_layer(g.kvprec))
             ops.append(Op("attention", "compute", "attn1", n_full, flop=flop, hbm_bytes=write,
                           precision=g.aprec, rate="attention", family="mla_prefill",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
@@ -191,7 +207,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                 pure = (lambda b_, L_, nt=new_tokens:
                         M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, b_, L_, nt))
                 mode = _attention_mode(new_tokens)
-                nbytes = seqs * ctx * kvb_layer + T * kvb_layer
+                nbytes = (_kv_read(seqs, kv_len, kvb_layer, window)
+                          + katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer))
             else:
                 ctx = cached_tokens if window is None else np.minimum(cached_tokens, window)
                 pos = (katt.causal_attended_positions(new_tokens=new_tokens, cached_tokens=cached_tokens)
@@ -204,7 +221,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                 pure = _prefill_fn(M.gqa_prefill_roofline_s, (hw, kv_dtype, heads, kvh, d),
                                    new_tokens, cached_tokens, window=window)
                 mode = _attention_mode(new_tokens / (new_tokens + cached_tokens))
-                nbytes = T * kvb_layer + seqs * ctx * kvb_layer
+                nbytes = (katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer)
+                          + _kv_read(seqs, cached_tokens, kvb_layer, window))
             flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
                                                    head_dim_qk=m.head_dim_qk,
                                                    head_dim_v=m.head_dim_v)

@@ -22,9 +22,13 @@ from ..errors import SpecError
 from ..specs.realism import load_realism
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
+from ..kernels import memory as kmem
 from ..kernels import moe as kmoe
 from ..kernels import roofline as kroof
+from ..kernels import serving as kserv
 from ..kernels import speculative as kspec
+# the serving formulas live in kernels/serving.py; these names stay importable from here
+from ..kernels.serving import prefill_busy_share, prompt_queue_wait_s, static_fill_time_s
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .config import FactoryConfig, Levers, PoolConfig
 from .kvcache import simulate_prefix_cache
@@ -106,19 +110,9 @@ def with_config_class_params(trace: Trace, cfg: FactoryConfig) -> Trace:
 
 
 def static_batch_efficiency(output_tokens: np.ndarray, batch: int) -> float:
-    """Useful share of slot-steps when requests are served in static batches of ``batch``
-    consecutive arrivals: a batch runs until its longest request ends.
-
-    .. math:: \\eta = \\frac{\\sum_i L_i}{\\sum_b |b| \\max_{i \\in b} L_i}
-    """
-    n = output_tokens.size
-    batch = max(int(batch), 1)
-    pad = (-n) % batch
-    x = np.concatenate([output_tokens.astype(float), np.zeros(pad)]).reshape(-1, batch)
-    sizes = np.full(x.shape[0], batch, dtype=float)
-    if pad:
-        sizes[-1] = batch - pad
-    return float(output_tokens.sum() / (x.max(axis=1) * sizes).sum())
+    """Useful share of slot-steps in static batches of ``batch`` consecutive arrivals
+    (:func:`inference_factory.kernels.serving.static_batch_efficiency`)."""
+    return kserv.static_batch_efficiency(output_tokens=output_tokens, batch_size=batch)
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,11 +293,13 @@ def _cache_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_pr
     # prefix KV of the full-attention layers (sliding-window layers keep <= w tokens)
     kv_tok = m.kv_bytes_per_token(kv_prec)
     nodes = n_gpus / hw.gpus_per_node
-    reserve = load_realism().reserve_frac
-    hbm = (max(hw.hbm_capacity_bytes * (1 - reserve) - weight_bytes_per_gpu, 0.0)
-           * levers.hbm_cache_frac * n_gpus)
-    caps = {"hbm": hbm / kv_tok, "dram": hw.host_dram_capacity_bytes * nodes / kv_tok,
-            "nvme": hw.nvme_capacity_bytes * nodes / kv_tok}
+    hbm = kmem.free_hbm_cache_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
+                                    reserve_frac=load_realism().reserve_frac,
+                                    weight_bytes=weight_bytes_per_gpu,
+                                    cache_frac=levers.hbm_cache_frac, n_gpus=n_gpus)
+    caps = {t: float(kmem.cache_capacity_tokens(cache_bytes=b, kv_bytes_per_token=kv_tok))
+            for t, b in (("hbm", hbm), ("dram", hw.host_dram_capacity_bytes * nodes),
+                         ("nvme", hw.nvme_capacity_bytes * nodes))}
     return tuple(caps[t] if t in levers.cache_tiers else 0.0 for t in ("hbm", "dram", "nvme"))
 
 
@@ -313,9 +309,8 @@ def _cache_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_pr
 
 
 def _diurnal_factors(amplitude: float) -> np.ndarray:
-    """Hourly load relative to the mean over one day: 1 + A sin(2 pi (h + 1/2)/24 - pi/2)."""
-    h = np.arange(24) + 0.5
-    return 1.0 + amplitude * np.sin(2 * np.pi * h / 24 - np.pi / 2)
+    """Hourly load relative to the mean over one day, at each hour's midpoint."""
+    return kserv.diurnal_load_factor(hour_of_day=np.arange(24) + 0.5, amplitude=amplitude)
 
 
 def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> tuple[float, ...]:
@@ -323,47 +318,6 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> tuple[f
     order = np.argsort(values, kind="stable")
     v, cw = values[order], np.cumsum(weights[order])
     return tuple(float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), v.size - 1)]) for p in q)
-
-
-def _units(gpus: np.ndarray, unit: int) -> np.ndarray:
-    return np.ceil(np.maximum(gpus, 1e-12) / unit) * unit
-
-
-def prompt_queue_wait_s(*, utilization, tokens_per_s, mean_tokens, mean_sq_tokens):
-    r"""Mean wait of a prompt for a prefill instance (M/G/1, Pollaczek-Khinchine).
-
-    .. math:: W = \frac{\rho \, E[S^2]}{2 (1 - \rho) E[S]}, \qquad S = c / R
-
-    Jobs are prompts of c computed tokens served at the instance's R tokens/s (a deployment
-    unit's GPUs together), at utilisation ρ. Prompts, not passes, are the jobs: a pass
-    serves many prompts at once. Source: Kleinrock, Queueing Systems I (1975), eq. 5.105.
-    """
-    es = mean_tokens / tokens_per_s
-    es2 = mean_sq_tokens / tokens_per_s ** 2
-    return utilization * es2 / (2.0 * (1.0 - utilization) * np.maximum(es, 1e-300))
-
-
-def prefill_busy_share(*, prefill_s_per_request, decode_s_per_request):
-    r"""Share of a colocated pool's busy GPU time spent in prefill.
-
-    .. math:: s_p = \frac{g_p}{g_p + g_d}
-
-    g_p, g_d: GPU-seconds per request of prefill and decode. With prefill-first scheduling a
-    prompt waits only for other prompts: its queue's utilisation is ρ s_p.
-    """
-    return prefill_s_per_request / (prefill_s_per_request + decode_s_per_request)
-
-
-def static_fill_time_s(*, batch_sequences, arrival_rate_per_s):
-    r"""Time for a static batch of B sequences to fill from arrivals at rate λ.
-
-    .. math:: t_{fill} = \frac{B - 1}{\lambda}
-
-    Requests are routed to the one instance whose batch is filling; the first waits the whole
-    fill, the last none (a request's wait is uniform on [0, t_fill]). Queueing for a free
-    instance is the same M/D/1 term as with continuous batching.
-    """
-    return np.maximum(batch_sequences - 1.0, 0.0) / arrival_rate_per_s
 
 
 def static_batch_index(g: DecodeGrid, pool: PoolConfig, rate_per_s: float, ttft_budget_s: float,
@@ -434,7 +388,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     inp = trace.input_tokens.astype(float)
     out = trace.output_tokens.astype(float)
     out_share = np.bincount(trace.class_id, weights=out, minlength=n_cls) / out.sum()
-    kv_len = float((out * (inp + out / 2)).sum() / out.sum())   # token-weighted decode context
+    kv_len = float(kserv.token_weighted_decode_context_tokens(input_tokens=inp, output_tokens=out))
 
     # ---- decode grid (operating point chosen below, once the arrival rate is known)
     kw_d = dict(overlap=overlap, redundant_experts=redundant_d)
@@ -442,7 +396,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     rate_mean = arrival_rate_per_s(cfg, trace)
 
     # ---- prefill: first pass sized without cache hits, to size the cache tiers
-    p_bar = float((inp * inp).sum() / inp.sum())                  # token-weighted prompt
+    p_bar = float(kserv.token_weighted_prompt_tokens(input_tokens=inp))
     rho = min(cfg.target_utilization, 0.99)
 
     def prefill_rate(hit: float, rho: float = rho):
@@ -461,7 +415,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         wait = prompt_queue_wait_s(utilization=rho, tokens_per_s=r * ppool.unit_gpus,
                                    mean_tokens=(1.0 - hit) * inp.mean(),
                                    mean_sq_tokens=(1.0 - hit) ** 2 * (inp * inp).mean())
-        ok = 2.0 * t + wait / rho * math.log(max(100.0 * rho, 1.0)) <= cfg.ttft_slo_s
+        ok = kserv.p99_ttft_s(pass_s=t, mean_wait_s=wait, utilization=rho) <= cfg.ttft_slo_s
         i = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
         bb = float(np.atleast_1d(ds.prefill_batch_size.values)[i])
         return (float(np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)[i]),
@@ -481,9 +435,10 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         return pt, eff, pt.tput_per_gpu * eff
 
     dp_, static_eff, decode_tput = choose_decode(cfg.tpot_slo_s)
-    gpus_p0 = rate_mean * inp.mean() / rate0 / cfg.target_utilization
-    caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p,
-                                  float(_units(np.array([gpus_p0]), ppool.unit_gpus)[0]))
+    gpus_p0 = kserv.provisioned_gpus(busy_gpus=rate_mean * inp.mean() / rate0,
+                                     target_utilization=cfg.target_utilization,
+                                     unit_gpus=ppool.unit_gpus)
+    caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p, float(gpus_p0))
     res = None
     fixed_hit = lv.cache_hit_rate if lv.prefix_cache else None
     if fixed_hit is not None:
@@ -529,8 +484,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         g_p, out_mean = float(computed.mean()) / rate_p, float(out.mean())
         for f_try in np.geomspace(1.0, 50.0, 200):   # steps of 2 %
             pt, eff, tput = choose_decode(cfg.tpot_slo_s / f_try)
-            f_own = 1.0 / max(1.0 - prefill_busy_share(
-                prefill_s_per_request=g_p, decode_s_per_request=out_mean / tput), 1e-9)
+            f_own = kserv.colocated_tpot_stretch(prefill_share=prefill_busy_share(
+                prefill_s_per_request=g_p, decode_s_per_request=out_mean / tput))
             if pt.meets_slo and f_own <= f_try and (best is None or tput > best[2]):
                 best = (pt, eff, tput)
         if best is not None:
@@ -543,23 +498,29 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     gs_decode = out / decode_tput
     util = cfg.target_utilization
     f = _diurnal_factors(cfg.workload.diurnal_amplitude)
-    load_p = rate_mean * gs_prefill.mean() * f      # busy GPUs needed per hour
-    load_d = rate_mean * gs_decode.mean() * f
+    load_p = kserv.busy_gpus(arrival_rate_per_s=rate_mean, gpu_s_per_request=gs_prefill.mean(),
+                             load_factor=f)          # busy GPUs needed per hour
+    load_d = kserv.busy_gpus(arrival_rate_per_s=rate_mean, gpu_s_per_request=gs_decode.mean(),
+                             load_factor=f)
     if lv.pd_split:
-        gpus_p = _units(load_p / util, ppool.unit_gpus)
-        gpus_d = _units(load_d / util, dpool.unit_gpus)
+        gpus_p = kserv.provisioned_gpus(busy_gpus=load_p, target_utilization=util,
+                                        unit_gpus=ppool.unit_gpus)
+        gpus_d = kserv.provisioned_gpus(busy_gpus=load_d, target_utilization=util,
+                                        unit_gpus=dpool.unit_gpus)
     else:
         gpus_p = np.zeros(24)
-        gpus_d = _units((load_p + load_d) / util, dpool.unit_gpus)
-        interference = 1.0 / max(1.0 - prefill_busy_share(
-            prefill_s_per_request=gs_prefill.mean(), decode_s_per_request=gs_decode.mean()), 1e-9)
+        gpus_d = kserv.provisioned_gpus(busy_gpus=load_p + load_d, target_utilization=util,
+                                        unit_gpus=dpool.unit_gpus)
+        interference = float(kserv.colocated_tpot_stretch(prefill_share=prefill_busy_share(
+            prefill_s_per_request=gs_prefill.mean(), decode_s_per_request=gs_decode.mean())))
     gpus = gpus_p + gpus_d
     busy_d = load_d / gpus_d if lv.pd_split else (load_p + load_d) / gpus_d
     busy_p = load_p / np.maximum(gpus_p, 1e-12)
 
     # ---- latency per request
     hour = trace.hour_of_day
-    occ_h = np.clip(dp_.batch * busy_d / util, 1.0, dp_.batch)           # batch per DP rank
+    occ_h = kserv.decode_occupancy_sequences(operating_batch=dp_.batch, busy_frac=busy_d,
+                                             target_utilization=util)     # batch per DP rank
     step_ch = np.array([np.interp(occ_h, dp_.grid_batch, dp_.grid_step_by_class[c])
                         for c in range(n_cls)])                            # (class, hour)
     w = out_share[:, None]
@@ -576,7 +537,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     # wait for the next pass to start (uniform over one pass), drawn from the trace seed
     rng = np.random.default_rng(cfg.workload.seed + 1)
     waits = rng.random(trace.n_requests) < rho_p
-    wait = waits * rng.exponential(mean_wait / max(rho_p, 1e-9), trace.n_requests)
+    wait = waits * rng.exponential(kserv.conditional_wait_s(mean_wait_s=mean_wait,
+                                                            utilization=rho_p), trace.n_requests)
     wait = wait + rng.random(trace.n_requests) * t_pass
     passes = np.maximum(np.ceil(computed / max(chunk_tokens, 1.0)), 1.0)
     kv_tok = m.kv_bytes_per_token(prec_p["kv_precision"])
@@ -639,7 +601,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     out_per_s = rate_mean * out.mean()
     facility_w = float(power_w.mean()) * ec.pue
     gpu_s = float(gs_prefill.sum() + gs_decode.sum())
-    concurrency = rate_mean * float((out * tpot).mean())
+    concurrency = kserv.concurrency(arrival_rate_per_s=rate_mean,
+                                    mean_time_in_system_s=float((out * tpot).mean()))
     gpn = hw_d.gpus_per_node
 
     metrics = {

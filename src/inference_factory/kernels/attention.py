@@ -57,13 +57,25 @@ def kv_read_bytes(*, sequences, kv_len_tokens, kv_bytes_per_token_full,
     r"""KV-cache bytes read by one decode step: each sequence's cache is read ONCE per step,
     however many query tokens (draft tokens) the step verifies.
 
-    .. math:: B = N \left[L\, b_{full} + \min(L, w)\, b_{win}\right]
+    .. math:: B = N L\, b_{full} + N \min(L, w)\, b_{win}
 
-    Reading the cache twice per step (once for K, once "for V" on top of a K+V size) is a known
-    defect of some calculators.
+    b_full, b_win: KV bytes of one token over the full-attention and the sliding-window layers
+    read (per GPU: already divided by the GPUs a sequence's KV is split over); a window layer
+    reads at most w tokens. One layer of one kind is the case b_win = 0 (full) or b_full = 0
+    (window). Reading the cache twice per step (once for K, once "for V" on top of a K+V size)
+    is a known defect of some calculators. Evaluated term by term, in the order the op graph
+    always multiplied (sequences x tokens x bytes).
     """
-    return sequences * (kv_len_tokens * kv_bytes_per_token_full
-                        + np.minimum(kv_len_tokens, window_tokens) * kv_bytes_per_token_window)
+    return (sequences * kv_len_tokens * kv_bytes_per_token_full
+            + sequences * np.minimum(kv_len_tokens, window_tokens) * kv_bytes_per_token_window)
+
+
+def kv_write_bytes(*, new_tokens, kv_bytes_per_token):
+    r"""KV-cache bytes written by a pass: the new tokens' K and V (or MLA latent), once.
+
+    .. math:: B_w = T\, b_{kv}
+    """
+    return new_tokens * kv_bytes_per_token
 
 
 def straggler_kv_factor(*, context_cv, sequences_per_rank, n_ranks):

@@ -1,5 +1,7 @@
 """Collective communication time: TP all-reduce, EP all-to-all."""
 
+from typing import Literal
+
 import numpy as np
 
 
@@ -72,6 +74,42 @@ def ep_copies_per_token_scale_out_per_expert(*, experts_per_token, n_ranks, doma
     """
     n = np.maximum(n_ranks, 1.0)
     return experts_per_token * np.maximum(n - domain_gpus, 0.0) / n
+
+
+def ep_alltoall_s(*, tokens_per_rank, hidden_size, bytes_per_elem, experts_per_token, n_ranks,
+                  domain_gpus, scale_up_bytes_per_s, scale_out_bytes_per_s, latency_s,
+                  load_factor=1.0, kernels: Literal["normal", "low_latency"] = "normal"):
+    r"""Time of one EP dispatch or combine of one rank: each of its tokens copied to the ranks
+    of its k experts over the scale-up links and the NIC, the two levels concurrent.
+
+    .. math:: t = \max\left(\frac{M c_{up}}{W_{up}}, \frac{M c_{out}}{W_{out}}\right) + \alpha,
+              \qquad M = n\, H\, b\, I
+
+    n tokens per rank of H elements of b bytes, times the load factor I of the busiest
+    rank. ``kernels`` names DeepEP's kernel family and so the copy counts: "normal" (prefill)
+    sends one copy per destination rank in the domain
+    (:func:`ep_copies_per_token_scale_up_per_rank`) and one per remote node
+    (:func:`ep_copies_per_token_scale_out`); "low_latency" (decode) one per remote expert on
+    both levels (:func:`ep_copies_per_token_scale_up`,
+    :func:`ep_copies_per_token_scale_out_per_expert`). Source: DeepEP README (normal and
+    low-latency kernels); DeepSeek-V3 report sec. 3.2.2.
+    """
+    if kernels == "normal":
+        c_up = ep_copies_per_token_scale_up_per_rank(experts_per_token=experts_per_token,
+                                                     n_ranks=n_ranks, domain_gpus=domain_gpus)
+        c_out = ep_copies_per_token_scale_out(experts_per_token=experts_per_token,
+                                              n_ranks=n_ranks, domain_gpus=domain_gpus)
+    elif kernels == "low_latency":
+        c_up = ep_copies_per_token_scale_up(experts_per_token=experts_per_token,
+                                            n_ranks=n_ranks, domain_gpus=domain_gpus)
+        c_out = ep_copies_per_token_scale_out_per_expert(experts_per_token=experts_per_token,
+                                                         n_ranks=n_ranks, domain_gpus=domain_gpus)
+    else:
+        raise ValueError(f"kernels must be 'normal' or 'low_latency', got {kernels!r}")
+    per_copy = tokens_per_rank * hidden_size * bytes_per_elem * load_factor
+    return alltoall_s(scale_up_bytes=per_copy * c_up, scale_out_bytes=per_copy * c_out,
+                      scale_up_bytes_per_s=scale_up_bytes_per_s,
+                      scale_out_bytes_per_s=scale_out_bytes_per_s, latency_s=latency_s)
 
 
 def alltoall_s(*, scale_up_bytes, scale_out_bytes, scale_up_bytes_per_s, scale_out_bytes_per_s,

@@ -79,3 +79,15 @@ def payback_months(*, capex_usd_per_gpu, monthly_margin_usd_per_gpu):
 def tokens_per_s_per_mw(*, tokens_per_s, facility_power_w):
     r"""Token throughput per megawatt of facility power (GPU power x PUE)."""
     return tokens_per_s / (facility_power_w / 1e6)
+
+
+def usd_per_mtok_output_all_in(*, usd_per_mtok_output, usd_per_mtok_input, isl_tokens,
+                               osl_tokens):
+    r"""Cost of a million output tokens with their prompts' prefill charged to them.
+
+    .. math:: c = c_{out} + \frac{i}{o} c_{in}
+
+    c_out, c_in: $/M output tokens of decode and $/M input tokens of prefill; i / o prompt
+    tokens per output token.
+    """
+    return usd_per_mtok_output + isl_tokens / osl_tokens * usd_per_mtok_input
