@@ -195,7 +195,7 @@ def test_long_axis_checks_equal_the_short_checks(name):
 def test_long_label_arrays_equal_numpy_indexing():
     """Binding labels of a long point list are gathered as rows of int64 words: the same
     strings as numpy's indexing of the label table."""
-    codes = np.random.default_rng(0).integers(0, len(dataset.RESOURCES),
+    codes = np.random.default_rng(0).integers(0, len(RESOURCES),
                                               inputs._PARALLEL_MIN + 7).astype(np.int8)
     got = dataset._labels(codes)
     want = dataset._RESOURCE_LABELS[codes]

@@ -29,6 +29,7 @@ from .. import units
 from ..specs import schema
 from ..engine import NUMERIC_AXES, evaluate_arrays
 from ..errors import SpecError
+from ..output.tables import format_number
 from ..specs import load_hardware, load_model
 
 #: The case-file contract: exactly these column names, in any order (extra columns ignored).
@@ -593,16 +594,6 @@ def summarize(results: pd.DataFrame) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # formatting (for the CLI and docs/VALIDATION.md)
 # --------------------------------------------------------------------------------------------
-
-
-def format_number(x: float, digits: int = 4) -> str:
-    """Display form: whole numbers with thousands separators from 1000 up, else ``digits``
-    significant digits."""
-    if x is None or not np.isfinite(x):
-        return "-"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
 
 
 def markdown_table(results: pd.DataFrame, summary: Mapping[str, Any]) -> str:

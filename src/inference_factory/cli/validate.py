@@ -8,6 +8,7 @@ import os
 import click
 
 from ..output.files import check_target, json_text, write_text_atomic
+from ..output.tables import format_number
 from ..errors import SpecError
 from .text import _table
 
@@ -22,10 +23,9 @@ def _validation_json(results, summary) -> str:
 
 
 def _validation_text(results, summary) -> str:
-    from ..analysis import validation
 
-    rows = [(r.case_id, r.phase, r.hardware, r.metric, validation.format_number(r.predicted),
-             validation.format_number(r.published),
+    rows = [(r.case_id, r.phase, r.hardware, r.metric, format_number(r.predicted),
+             format_number(r.published),
              f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") for r in results.itertuples()]
     lines = [_table(["CASE", "PHASE", "HARDWARE", "METRIC", "PREDICTED", "PUBLISHED", "RATIO",
                      "|LN ERR|"], rows, right=(4, 5, 6, 7)), ""]

@@ -17,7 +17,7 @@ import xarray as xr
 from xarray.core import indexing as _xr_indexing
 
 from ..axes import NUMERIC_AXES
-from .block import RESOURCES
+from .arrays import _RESOURCE_LABELS, _labels
 from .inputs import _PARALLEL_MIN
 
 
@@ -118,21 +118,6 @@ def _variable(dims, value, attrs) -> xr.Variable:
     return xr.Variable(dims, arr, attrs, fastpath=True)
 
 
-
-
-#: The labels of the binding-resource codes.
-_RESOURCE_LABELS = np.asarray(RESOURCES)
-#: The same labels, each as the int64 words of its UTF-32 text (one row per label).
-_LABEL_WORDS = _RESOURCE_LABELS.view(np.int64).reshape(len(RESOURCES), -1)
-
-
-def _labels(codes: np.ndarray) -> np.ndarray:
-    """``_RESOURCE_LABELS[codes]``, copied as rows of int64 words (a fixed-width string array
-    is gathered element by element; 10^6 labels: 15 -> 4 ms)."""
-    if codes.ndim == 0:
-        return _RESOURCE_LABELS[codes]
-    words = np.take(_LABEL_WORDS, codes.astype(np.intp).reshape(-1), axis=0)
-    return words.view(_RESOURCE_LABELS.dtype).reshape(codes.shape)
 
 
 class _LabelArray(xr.backends.BackendArray):

@@ -7,9 +7,8 @@ kernels in :mod:`inference_factory.kernels`: there is no Python loop over grid p
 Structural choices (hardware, model, parallelism, precisions, overlap policy) may be lists
 too; each combination is one vectorized block, concatenated along its own dimension.
 
-:func:`evaluate_arrays` is the same evaluation for one structure, on plain numpy arrays
-broadcast by numpy's rules and without a Dataset: the entry for loops inside the package
-(plans, validation, searches), which evaluate their candidates as one grid.
+:func:`.arrays.evaluate_arrays` is the same evaluation for one structure on plain numpy arrays
+(no Dataset, no xarray import): the entry for loops inside the package and one-point answers.
 """
 
 from __future__ import annotations
@@ -24,12 +23,13 @@ from .. import __version__
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap  # noqa: F401 (re-exported)
 from ..errors import SpecError
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
-from ..specs.realism import Realism, load_realism
+from ..specs.realism import Realism
+from .arrays import _acceptance, _realism, _select, evaluate_arrays  # noqa: F401 (re-exported)
 from .block import evaluate_block, op_table
-from .dataset import _add_ops, _labels, _masked_block, _struct_attrs, _to_dataset, to_dataframe  # noqa: F401
-from .fused import _evaluate_tiled, _select
+from .dataset import _add_ops, _masked_block, _struct_attrs, _to_dataset, to_dataframe  # noqa: F401
+from .fused import _evaluate_tiled
 from .geometry import validate_struct
-from .inputs import _AXIS_NAMES, _as_axis, _check_scalar, _listify, check_values
+from .inputs import _AXIS_NAMES, _as_axis, _listify
 
 
 def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
@@ -189,79 +189,6 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     return ds
 
 
-
-
-def _realism(ideal: bool, realism) -> Realism:
-    """The realism constants of a call: ideal, "measured", "roofline" or an object."""
-    if isinstance(realism, str):
-        if realism not in ("measured", "roofline"):
-            raise SpecError(f"realism = {realism!r} is not one of ['measured', 'roofline'] "
-                            "(or a Realism object)")
-        realism = load_realism() if realism == "measured" else load_realism().without("measured")
-    return Realism.ideal() if ideal else (realism if realism is not None else load_realism())
-
-
-def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
-                    ideal: bool = False, realism: Realism | str | None = None,
-                    variables: Iterable[str] | None = None,
-                    acceptance_by_position: Iterable[float] | None = None,
-                    draft_model: str | ModelSpec | None = None,
-                    expert_popularity: Iterable[float] | None = None,
-                    **kwargs: Any) -> dict[str, np.ndarray]:
-    """:func:`evaluate` for one structure on plain arrays: each numeric axis a number or a
-    numpy array, all broadcast together by numpy's rules (``batch_size=b[:, None]``,
-    ``draft_depth=d[None, :]`` is their outer product); every structural choice one value.
-
-    Returns each output variable as a numpy array broadcastable to the axes' common shape
-    (an output that does not depend on an axis keeps length 1 along it), binding resources
-    as labels; checks and results are :func:`evaluate`'s. A grid of candidates is then one
-    vectorized pass, without the Dataset a call of :func:`evaluate` builds around it.
-    """
-    if not _AXIS_NAMES.issuperset(kwargs):
-        unknown = set(kwargs) - _AXIS_NAMES
-        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {sorted(_AXIS_NAMES)}")
-    rl = _realism(ideal, realism)
-    raw: dict[str, Any] = {}
-    for k, v in NUMERIC_AXES.items():
-        value = kwargs.get(k, v[0])
-        if np.ndim(value) == 0:
-            raw[k] = _check_scalar(k, float(value))
-        else:
-            arr = np.asarray(value, dtype=float)
-            check_values(k, arr)                    # the same checks as a list
-            raw[k] = arr
-    shape = np.broadcast_shapes(*(np.shape(a) for a in raw.values()))
-    raw = {k: (a if np.ndim(a) == 0 else np.asarray(a).reshape(
-        (1,) * (len(shape) - np.ndim(a)) + np.shape(a))) for k, a in raw.items()}
-    acc = _acceptance(acceptance_by_position, raw["draft_depth"])
-    m, hw = load_model(model), load_hardware(hardware)
-    draft = load_model(draft_model) if draft_model is not None else None
-    s = {k: kwargs.get(k, v) for k, v in STRUCT_AXES.items()}
-    for k, v in s.items():
-        if isinstance(v, (list, tuple)):
-            raise SpecError(f"{k} = {v!r}: evaluate_arrays takes one structure; give one value")
-    g = validate_struct(m, hw, s, rl, expert_popularity)
-    if draft is None and m.n_mtp_modules == 0 and np.any(np.asarray(raw["draft_depth"]) > 0):
-        raise SpecError(f"draft_depth > 0 needs a draft: model {m.name!r} has no MTP "
-                        "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
-    res = _select(evaluate_block(g, raw, acc, draft), variables)
-    return {k: _labels(np.asarray(v)) if k.endswith("_binding_resource") else np.asarray(v)
-            for k, v in res.items() if not k.startswith("_")}
-
-
-def _acceptance(acceptance_by_position, draft_depth):
-    """Per-position acceptance as an array, checked against the deepest draft asked for."""
-    if acceptance_by_position is None:
-        return None
-    acc = np.asarray(list(acceptance_by_position), dtype=float)
-    if acc.ndim != 1 or acc.size == 0 or np.any((acc < 0) | (acc > 1)):
-        raise SpecError(f"acceptance_by_position = {list(acc)} must be a non-empty list of "
-                        "fractions in [0, 1]")
-    deepest = np.max(np.asarray(draft_depth))
-    if deepest > acc.size:
-        raise SpecError(f"draft_depth up to {deepest:g} needs {int(deepest)} acceptance values; "
-                        f"acceptance_by_position has {acc.size}")
-    return acc
 
 
 def _resolved_struct(g, s: Mapping[str, Any]) -> dict[str, Any]:

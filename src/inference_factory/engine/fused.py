@@ -17,9 +17,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..axes import NUMERIC_AXES
-from ..errors import SpecError
 from . import inputs as _inputs
 from .backends.tape import NotTraceable
+from .arrays import _select
 from .block import evaluate_block
 
 
@@ -31,19 +31,6 @@ def _long_summary(vals: np.ndarray):
 
 
 _inputs._summary = _long_summary
-
-
-def _select(res: dict[str, Any], variables) -> dict[str, Any]:
-    """The outputs named in ``variables`` (all when None); an unknown name is an error."""
-    if variables is None:
-        return res
-    names = [variables] if isinstance(variables, str) else list(variables)
-    unknown = [v for v in names if v not in res or v.startswith("_")]
-    if unknown or not names:
-        allowed = sorted(k for k in res if not k.startswith("_"))
-        raise SpecError(f"variables = {unknown[0] if unknown else names!r} is not an output "
-                        f"variable; allowed: {allowed}")
-    return {k: v for k, v in res.items() if k in names or k.startswith("_")}
 
 
 #: Points per tile of a grid evaluated tile by tile: the temporaries of one tile (a few hundred

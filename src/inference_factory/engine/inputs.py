@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import numpy as np
-import xarray as xr
 
 from ..axes import NUMERIC_AXES, STRUCT_AXES
 from ..errors import SpecError
@@ -15,6 +14,8 @@ from ..errors import SpecError
 
 def _as_axis(name: str, value: Any) -> Any:
     """Scalars stay floats; lists, 1-D arrays and DataArrays become labelled axes."""
+    import xarray as xr
+
     unit = NUMERIC_AXES[name][1]
     if isinstance(value, xr.DataArray):
         arr = value.astype(float, copy=False)     # no copy of a float axis (10^7 points)

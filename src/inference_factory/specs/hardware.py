@@ -68,9 +68,11 @@ def _parse_hardware(path: Path) -> HardwareSpec:
     """Build a :class:`HardwareSpec` from a file checked against
     :class:`~inference_factory.schema.HardwareFile` (types, ranges, unknown keys), plus the
     rules that tie keys together."""
-    from . import schema     # pydantic: imported when a spec is loaded, not with the CLI
+    # pydantic: imported when a spec is loaded, not with the CLI; the spec schemas only
+    from . import schema_specs as schema
+    from .schema_base import check
 
-    f = schema.check(schema.HardwareFile, _read_toml(path), str(path))
+    f = check(schema.HardwareFile, _read_toml(path), str(path))
     dense = {prec: getattr(f.compute, f"{prec}_tflops") * units.TFLOP
              for prec in units.PRECISIONS if getattr(f.compute, f"{prec}_tflops") is not None}
     if not dense:

@@ -195,9 +195,10 @@ class ModelSpec:
 def _parse_model(path: Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a file checked against
     :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
-    from . import schema
+    from . import schema_specs as schema
+    from .schema_base import check
 
-    f = schema.check(schema.ModelFile, _read_toml(path), str(path))
+    f = check(schema.ModelFile, _read_toml(path), str(path))
     a, at, ffn = f.architecture, f.attention, f.ffn
     kind = at.kind
     if kind == "mla":
