@@ -4,7 +4,6 @@ per hardware out (thin: parse, call :func:`inference_factory.plan.plan`, print).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import click
 
@@ -164,12 +163,10 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
             fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
                         "tokens/s per GPU")
     elif fmt == "json":
-        import json
-
+        from ..output.files import json_text
         from ..output.tables import records
-        text = json.dumps({"recommendations": records(recs), "front": records(result.front),
-                           "request": result.request}, indent=2, allow_nan=False,
-                          default=lambda v: v.item() if hasattr(v, "item") else str(v))
+        text = json_text({"recommendations": records(recs), "front": records(result.front),
+                          "request": result.request})
     else:
         text = render(recs, fmt)
     if output is not None:

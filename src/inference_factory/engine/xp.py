@@ -4,9 +4,10 @@ The physics (:mod:`.grid`, :mod:`.cost`, :mod:`.block`, ...) is plain numpy arra
 backend may run it on values of its own: the tracer (:mod:`.backends.tape`) passes per-point
 placeholders that record every numpy operation they meet. The few things plain numpy cannot
 say about such a value go through the four helpers here, which a backend's values answer by
-protocol (``__xp_traced__`` and three methods), as numpy's ``__array_function__`` lets an
-array type answer numpy's functions. This module imports no backend, and the physics imports
-no backend: a backend only has to give its values these methods.
+protocol (three methods: ``xp_concrete``, ``xp_take``, ``xp_guarded``), as numpy's
+``__array_function__`` lets an array type answer numpy's functions; a backend registers the
+type of its values (:func:`register`). This module imports no backend, and the physics
+imports no backend.
 
 - :func:`is_traced`: a value varies per point and is not known here (no Python branch on it).
 - :func:`concrete`: the values of an input at the points, for a Python branch over a whole
@@ -22,9 +23,22 @@ import contextlib
 import numpy as np
 
 
+#: The types of the backends' per-point values (:func:`register`).
+_TRACED: set[type] = set()
+
+
+def register(cls: type) -> type:
+    """Declare ``cls`` a backend's per-point value type (it has the three methods)."""
+    _TRACED.add(cls)
+    return cls
+
+
 def is_traced(*xs) -> bool:
     """Any of ``xs`` is a backend's per-point value (not a concrete number or array)."""
-    return any(getattr(x, "__xp_traced__", False) for x in xs)
+    for x in xs:                  # a type lookup per value: called ~200 times per pass
+        if type(x) in _TRACED:
+            return True
+    return False
 
 
 def concrete(x):

@@ -4,7 +4,8 @@ Every throughput figure comes from the roofline engine (:func:`inference_factory
 this module adds no physics of its own. It decides *operating points* (decode batch, draft
 depth per class, prefill chunk) from engine grids, sizes the fleet with Little's law and the
 diurnal load, turns the trace's prefix reuse into cache hits (exact LRU simulation over the
-HBM/DRAM/NVMe tiers), and prices the result.
+HBM/DRAM/NVMe tiers), and prices the result. The decode operating point is chosen in
+:mod:`.operating_point`; what a side takes from its config and trace is in :mod:`.side_inputs`.
 """
 
 from __future__ import annotations
@@ -12,30 +13,28 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..engine import evaluate
 from ..errors import SpecError
-from ..specs.realism import load_realism
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
-from ..kernels import memory as kmem
-from ..kernels import moe as kmoe
-from ..kernels import roofline as kroof
 from ..kernels import serving as kserv
-from ..kernels import speculative as kspec
 # the serving formulas live in kernels/serving.py; these names stay importable from here
 from ..kernels.serving import prefill_busy_share, prompt_queue_wait_s, static_fill_time_s
-from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
-from .config import FactoryConfig, Levers, PoolConfig
-from .kvcache import simulate_prefix_cache
+from ..specs import load_hardware, load_model
 from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
-from .workload import Trace, generate_trace, load_trace
-
-_PREC_ORDER = ("fp4", "fp8", "bf16")
+from .config import FactoryConfig
+from .kvcache import simulate_prefix_cache
+# the decode operating point and the side's inputs live next door; importable from here too
+from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
+                              decode_grid, decode_point, static_batch_index)
+from .side_inputs import (_cache_capacity_tokens, arrival_rate_per_s,  # noqa: F401
+                          arrival_rate_source, config_trace, expert_popularity,
+                          lever_precisions, static_batch_efficiency, with_config_class_params)
+from .workload import Trace
 
 
 @dataclass
@@ -50,263 +49,6 @@ class SideResult:
     context: dict = field(default_factory=dict, repr=False)   # what lever studies re-evaluate
 
 
-# --------------------------------------------------------------------------------------------
-# choices the levers make
-# --------------------------------------------------------------------------------------------
-
-
-def _lowest_supported(hw: HardwareSpec, wanted: str) -> str:
-    """The lowest precision >= ``wanted`` that the device computes in."""
-    i = _PREC_ORDER.index(wanted) if wanted in _PREC_ORDER else len(_PREC_ORDER) - 1
-    for p in _PREC_ORDER[i:]:
-        if p in hw.dense_flop_per_s:
-            return p
-    return "bf16"
-
-
-def lever_precisions(m: ModelSpec, hw: HardwareSpec, levers: Levers) -> dict[str, str]:
-    """Low precision lever: FP8 KV cache and FP8 dispatch, and FP4 routed experts on devices
-    with FP4 tensor cores. Off: BF16 KV and dispatch, weights at the model's native precision."""
-    weight = _lowest_supported(hw, m.weight_precision)
-    expert = _lowest_supported(hw, m.expert_precision)
-    if levers.low_precision:
-        if m.is_moe and "fp4" in hw.dense_flop_per_s:
-            expert = "fp4"
-        return dict(weight_precision=weight, moe_precision=expert, kv_precision="fp8",
-                    dispatch_precision="fp8")
-    return dict(weight_precision=weight, moe_precision=expert, kv_precision="bf16",
-                dispatch_precision="bf16")
-
-
-def expert_popularity(m: ModelSpec, trace: Trace, seed: int) -> np.ndarray | None:
-    """Routed-token share per expert for the trace's class mix: each class has its own Zipf
-    hot set (exponent = the class's expert_skew) on its own seeded permutation of experts,
-    weighted by the class's share of tokens."""
-    if not m.is_moe:
-        return None
-    tokens = np.bincount(trace.class_id, weights=trace.input_tokens + trace.output_tokens,
-                         minlength=len(trace.class_names))
-    pop = np.zeros(m.n_routed_experts)
-    for c, w in enumerate(tokens / tokens.sum()):
-        base = kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=float(trace.expert_skew[c]))
-        perm = np.random.default_rng(seed + 7919 * (c + 1)).permutation(m.n_routed_experts)
-        pop[perm] += w * base
-    return pop / pop.sum()
-
-
-def with_config_class_params(trace: Trace, cfg: FactoryConfig) -> Trace:
-    """Give a loaded trace (whose classes carry no tendencies) the acceptance rate and expert
-    skew of the config's class of the same name; unnamed or unknown classes take the
-    request-share-weighted mean of the config's classes."""
-    if np.all(np.isfinite(trace.acceptance_rate)) and np.all(np.isfinite(trace.expert_skew)):
-        return trace
-    by_name = {c.name: c for c in cfg.workload.classes}
-    shares = np.array([c.share for c in cfg.workload.classes])
-    mean_acc = float(np.average([c.acceptance_rate for c in cfg.workload.classes], weights=shares))
-    mean_skew = float(np.average([c.expert_skew for c in cfg.workload.classes], weights=shares))
-    acc = {n: by_name[n].acceptance_rate if n in by_name else mean_acc for n in trace.class_names}
-    skew = {n: by_name[n].expert_skew if n in by_name else mean_skew for n in trace.class_names}
-    return trace.with_class_params(acceptance_rate=acc, expert_skew=skew)
-
-
-def static_batch_efficiency(output_tokens: np.ndarray, batch: int) -> float:
-    """Useful share of slot-steps in static batches of ``batch`` consecutive arrivals
-    (:func:`inference_factory.kernels.serving.static_batch_efficiency`)."""
-    return kserv.static_batch_efficiency(output_tokens=output_tokens, batch_size=batch)
-
-
-# --------------------------------------------------------------------------------------------
-# decode operating point
-# --------------------------------------------------------------------------------------------
-
-
-def _batch_grid(max_batch: int) -> np.ndarray:
-    grid = np.unique(np.concatenate([np.geomspace(1, max_batch, 48).round(), [max_batch]]))
-    return grid[grid >= 1]
-
-
-#: above this many per-class depth combinations the depths are chosen per class (argmax of
-#: each class's own rate) instead of jointly
-_MAX_DEPTH_COMBOS = 4096
-
-
-@dataclass
-class DecodeGrid:
-    """Engine decode step times over (class, draft depth, batch per attention-DP rank) for one
-    pool, precisions and levers: what every decode operating-point choice reads from."""
-
-    batch: np.ndarray             # (batch,) sequences per attention-DP rank
-    depths: np.ndarray            # (depth,) draft depths evaluated
-    step_s: np.ndarray            # (class, depth, batch) verify-step time [s]
-    draft_s: np.ndarray           # (class, depth, batch) of which drafting [s]
-    tokens_per_step: np.ndarray   # (class, depth)
-    binding: np.ndarray           # (depth, batch) binding resource (first class)
-    expert_efficiency: np.ndarray  # (depth, batch)
-    fits_batch_max: float
-    out_share: np.ndarray         # (class,) output-token share
-    tp: int
-    dp: int
-
-    @cached_property
-    def table(self):
-        """Every candidate (per-class depths, batch): the depth combinations (combo, class),
-        their tokens per step (combo, class), the mixed step (combo, batch), output tokens/s
-        per GPU (combo, batch) and per-class TPOT (combo, class, batch). Computed once per
-        grid; every operating-point choice (any SLO, static or not) reads it."""
-        ci = np.arange(self.step_s.shape[0])
-        combos = _depth_choices(self)
-        st = self.step_s[ci[None, :], combos, :]                           # (combo, class, batch)
-        tk = self.tokens_per_step[ci[None, :], combos]                      # (combo, class)
-        step_mix = np.einsum("c,kcb->kb", self.out_share, st)               # (combo, batch)
-        tput = kroof.tokens_per_s_per_gpu(seqs_per_rank=self.batch[None, :],
-                                          tokens_per_seq=(tk @ self.out_share)[:, None],
-                                          step_s=step_mix, tp=self.tp)
-        tpot = step_mix[:, None, :] / tk[:, :, None]                       # (combo, class, batch)
-        return combos, tk, step_mix, tput, tpot
-
-    @cached_property
-    def tpot_max(self) -> np.ndarray:
-        """The slowest class's TPOT of every candidate (combo, batch)."""
-        return self.table[4].max(axis=1)
-
-
-def _on_grid(da, dims: tuple[str, ...], shape: tuple[int, ...]) -> np.ndarray:
-    """``da``'s values laid out on ``dims`` (in that order) and broadcast over the ones it
-    lacks: what ``broadcast_like`` then ``.values`` give, without xarray's alignment (a few
-    ms per call)."""
-    own = [d for d in dims if d in da.dims]
-    v = np.transpose(da.values, [da.dims.index(d) for d in own])
-    v = v.reshape([n if d in da.dims else 1 for d, n in zip(dims, shape)])
-    return np.array(np.broadcast_to(v, shape))
-
-
-def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict,
-                trace: Trace, kv_len: float, out_share: np.ndarray, levers: Levers,
-                popularity, *, speculative: bool | None = None) -> DecodeGrid:
-    """Evaluate the decode step of every class over the batch grid and the draft depths the
-    speculative lever allows (depth 0 only when it is off). Acceptance per position decays
-    geometrically from each class's first-position acceptance (``configs/realism.toml``
-    ``[speculative]``)."""
-    spec_on = levers.speculative if speculative is None else speculative
-    n_cls = len(trace.class_names)
-    max_b = pool.max_batch_per_gpu * pool.tp
-    grid = _batch_grid(max_b)
-    depths = list(range(pool.max_draft_depth + 1)) if (spec_on and m.n_mtp_modules) else [0]
-    decay = load_realism().acceptance_decay_per_position
-    step = np.empty((n_cls, len(depths), grid.size))
-    toks = np.empty((n_cls, len(depths)))
-    draft = np.empty((n_cls, len(depths), grid.size))
-    fits = binding = eff = None
-    dims = ("draft_depth", "batch_size")
-    for c in range(n_cls):
-        acc = kspec.acceptance_by_position(
-            first_position_acceptance=float(trace.acceptance_rate[c]),
-            decay_per_position=decay, depth=max(max(depths), 1))
-        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
-                      batch_size=list(grid), kv_len=kv_len, draft_depth=depths,
-                      acceptance_by_position=list(acc), expert_popularity=popularity)
-        step[c] = _on_grid(ds.decode_step_s, dims, step.shape[1:])
-        draft[c] = _on_grid(ds.decode_draft_s, dims, step.shape[1:])
-        # batch-independent; a one-point batch grid carries it along batch_size too
-        toks[c] = _on_grid(ds.tokens_per_step, dims, step.shape[1:])[:, 0]
-        if fits is None:
-            fits = float(np.min(ds.max_batch_size.values))
-            binding = _on_grid(ds.decode_binding_resource, dims, step.shape[1:])
-            eff = _on_grid(ds.expert_efficiency_frac, dims, step.shape[1:])
-    return DecodeGrid(batch=grid, depths=np.array(depths), step_s=step, draft_s=draft,
-                      tokens_per_step=toks, binding=binding, expert_efficiency=eff,
-                      fits_batch_max=fits, out_share=out_share, tp=pool.tp, dp=pool.dp)
-
-
-@dataclass
-class DecodePoint:
-    batch: float                  # sequences per attention-DP rank
-    depth: np.ndarray             # draft depth per class
-    tokens_per_step: np.ndarray   # per class
-    step_s: float                 # mixed step time at the operating batch
-    tput_per_gpu: float           # output tokens/s/GPU at the operating batch
-    tpot_by_class_s: np.ndarray
-    draft_share: float            # share of the step spent drafting
-    expert_efficiency: float
-    binding: str                  # binding resource at the operating point
-    meets_slo: bool
-    grid_batch: np.ndarray        # for interpolation at other occupancies
-    grid_step_by_class: np.ndarray  # (class, batch) step times at the chosen depths
-    fits_batch_max: float
-
-
-def _depth_choices(g: DecodeGrid) -> np.ndarray:
-    """Candidate per-class depth indices, (combo, class): every combination when there are
-    few, else the depth of each class's own best rate at each batch."""
-    n_cls, n_d = g.tokens_per_step.shape
-    if n_d ** n_cls <= _MAX_DEPTH_COMBOS:
-        return np.array(np.meshgrid(*[np.arange(n_d)] * n_cls, indexing="ij")).reshape(n_cls, -1).T
-    best = (g.tokens_per_step[:, :, None] / g.step_s).argmax(axis=1)    # (class, batch)
-    return np.unique(best.T, axis=0)
-
-
-def decode_point(g: DecodeGrid, tpot_slo_s: float, *, batch_index: int | None = None) -> DecodePoint:
-    """The decode operating point: the per-class draft depths and batch with the highest
-    output tokens/s per GPU whose every class meets the TPOT SLO and whose KV fits in HBM.
-    All classes share one batch; the step is their output-share-weighted mean. With
-    ``batch_index`` the batch is fixed (static batching) and only the depths are chosen.
-    Where no point meets the SLO the smallest batch is taken (``meets_slo`` False)."""
-    n_cls = g.step_s.shape[0]
-    w = g.out_share
-    ci = np.arange(n_cls)
-    combos, tk, step_mix, tput, tpot = g.table
-    ok = (g.tpot_max <= tpot_slo_s) & (g.batch[None, :] <= g.fits_batch_max)
-    if batch_index is not None:
-        ok = ok & (np.arange(g.batch.size) == batch_index)[None, :]
-    if ok.any():
-        k, b = np.unravel_index(np.argmax(np.where(ok, tput, -np.inf)), tput.shape)
-        meets = True
-    else:
-        b = batch_index if batch_index is not None else 0
-        k = int(np.argmin(g.tpot_max[:, b]))
-        meets = False
-    depth_idx = combos[k]
-    step_fixed = g.step_s[ci[:, None], depth_idx[:, None], np.arange(g.batch.size)[None, :]]
-    draft = g.draft_s[ci, depth_idx, b]
-    return DecodePoint(
-        batch=float(g.batch[b]), depth=g.depths[depth_idx], tokens_per_step=tk[k],
-        step_s=float(step_mix[k, b]), tput_per_gpu=float(tput[k, b]),
-        tpot_by_class_s=tpot[k, :, b],
-        draft_share=float((w * draft).sum() / step_mix[k, b]),
-        expert_efficiency=float(g.expert_efficiency[depth_idx[0], b]),
-        binding=str(g.binding[depth_idx[0], b]), meets_slo=meets, grid_batch=g.batch,
-        grid_step_by_class=step_fixed, fits_batch_max=g.fits_batch_max)
-
-
-# --------------------------------------------------------------------------------------------
-# prefix cache capacity
-# --------------------------------------------------------------------------------------------
-
-
-def _cache_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_prec: str,
-                           weight_bytes_per_gpu: float, n_gpus: float) -> tuple[float, float, float]:
-    """Token capacity of each tier over the prefill pool's GPUs: a share of the HBM left after
-    weights and the runtime reserve, the hosts' DRAM and NVMe (per node, from the hardware)."""
-    if not levers.prefix_cache:
-        return (0.0, 0.0, 0.0)
-    hw = load_hardware(pool.hardware)
-    # prefix KV of the full-attention layers (sliding-window layers keep <= w tokens)
-    kv_tok = m.kv_bytes_per_token(kv_prec)
-    nodes = n_gpus / hw.gpus_per_node
-    hbm = kmem.free_hbm_cache_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
-                                    reserve_frac=load_realism().reserve_frac,
-                                    weight_bytes=weight_bytes_per_gpu,
-                                    cache_frac=levers.hbm_cache_frac, n_gpus=n_gpus)
-    caps = {t: float(kmem.cache_capacity_tokens(cache_bytes=b, kv_bytes_per_token=kv_tok))
-            for t, b in (("hbm", hbm), ("dram", hw.host_dram_capacity_bytes * nodes),
-                         ("nvme", hw.nvme_capacity_bytes * nodes))}
-    return tuple(caps[t] if t in levers.cache_tiers else 0.0 for t in ("hbm", "dram", "nvme"))
-
-
-# --------------------------------------------------------------------------------------------
-# one side
-# --------------------------------------------------------------------------------------------
-
 
 def _diurnal_factors(amplitude: float) -> np.ndarray:
     """Hourly load relative to the mean over one day, at each hour's midpoint."""
@@ -319,46 +61,6 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> tuple[f
     v, cw = values[order], np.cumsum(weights[order])
     return tuple(float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), v.size - 1)]) for p in q)
 
-
-def static_batch_index(g: DecodeGrid, pool: PoolConfig, rate_per_s: float, ttft_budget_s: float,
-                       tpot_slo_s: float) -> int:
-    """Static batching's batch: the largest grid batch (per attention-DP rank) that fits in
-    HBM, meets the TPOT SLO, stays under the pool's ``static_batch_per_gpu`` cap (if any) and
-    fills within the TTFT budget left after one prefill pass. The smallest batch if none."""
-    fill = static_fill_time_s(batch_sequences=g.batch * pool.dp, arrival_rate_per_s=rate_per_s)
-    ok = (fill <= ttft_budget_s) & (g.batch <= g.fits_batch_max)
-    if pool.static_batch_per_gpu:
-        ok &= g.batch <= pool.static_batch_per_gpu * pool.tp
-    meets = ok & (g.tpot_max <= tpot_slo_s).any(axis=0)
-    return int(np.flatnonzero(meets)[-1]) if meets.any() else 0
-
-
-def arrival_rate_per_s(cfg: FactoryConfig, trace: Trace) -> float:
-    """Mean arrival rate over the day that sizes the fleet and the money [requests/s]:
-    ``workload.output_tokens_per_day`` over the trace's mean output (a scenario given by its
-    daily tokens); else a loaded trace's own rate, n / (last - first arrival); else the
-    config's ``arrival_rate_per_s`` (the synthetic trace's daily mean)."""
-    w = cfg.workload
-    if w.output_tokens_per_day:
-        return float(w.output_tokens_per_day / SECONDS_PER_DAY / trace.output_tokens.mean())
-    if cfg.trace_path and trace.n_requests > 1 and trace.duration_s > 0:
-        return float((trace.n_requests - 1) / trace.duration_s)
-    return float(w.arrival_rate_per_s)
-
-
-def arrival_rate_source(cfg: FactoryConfig) -> str:
-    if cfg.workload.output_tokens_per_day:
-        return "workload.output_tokens_per_day / mean output tokens"
-    return "the trace's own (requests / span)" if cfg.trace_path else "workload.arrival_rate_per_s"
-
-
-def config_trace(cfg: FactoryConfig) -> Trace:
-    """The config's trace: the loaded file (its first ``trace_head`` requests when set) or
-    the synthetic workload."""
-    if cfg.trace_path:
-        trace = load_trace(cfg.trace_path)
-        return trace.head(cfg.trace_head) if cfg.trace_head else trace
-    return generate_trace(cfg.workload)
 
 
 def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None = None,

@@ -1,12 +1,12 @@
-"""Where spec folders live, and the strict TOML reader every loader shares."""
+"""Where spec folders live, and the TOML reader every loader shares (the checks of each file
+are its pydantic schema: :mod:`.schema`)."""
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import SpecError
 
@@ -52,10 +52,8 @@ def data_dir(kind: str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-# strict TOML reading
+# TOML reading
 # --------------------------------------------------------------------------------------------
-
-_NUM = (int, float)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -70,80 +68,3 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
     except IsADirectoryError:
         raise SpecError(f"{path}: is a folder, not a TOML file") from None
-
-
-class _Table:
-    """Accessor that checks keys, types and ranges of one TOML table."""
-
-    def __init__(self, path: Path, raw: Mapping[str, Any], where: str = ""):
-        self.path, self.raw, self.where, self.used = path, raw, where, set()
-
-    def _key(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def _fail(self, key: str, msg: str) -> SpecError:
-        return SpecError(f"{self.path}: {self._key(key)} {msg}")
-
-    def get(self, key, kind, *, required=True, default=None, positive=False, allowed=None,
-            minimum=None):
-        self.used.add(key)
-        if key not in self.raw:
-            if required:
-                raise self._fail(key, "is missing (required)")
-            return default
-        value = self.raw[key]
-        if kind is float:
-            if isinstance(value, bool) or not isinstance(value, _NUM):
-                raise self._fail(key, f"= {value!r} must be a number")
-            value = float(value)
-            if not math.isfinite(value):
-                raise self._fail(key, f"= {value!r} must be a finite number")
-        elif kind is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise self._fail(key, f"= {value!r} must be an integer")
-        elif kind is bool:
-            if not isinstance(value, bool):
-                raise self._fail(key, f"= {value!r} must be true or false")
-        elif kind is str:
-            if not isinstance(value, str):
-                raise self._fail(key, f"= {value!r} must be a string")
-        elif kind is list:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise self._fail(key, f"= {value!r} must be a list of strings")
-        if positive and value <= 0:
-            raise self._fail(key, f"= {value!r} must be > 0")
-        if minimum is not None and value < minimum:
-            raise self._fail(key, f"= {value!r} must be >= {minimum}")
-        if allowed is not None and value not in allowed:
-            raise self._fail(key, f"= {value!r} is not one of {sorted(allowed)}")
-        return value
-
-    def table(self, key, *, required=True) -> "_Table":
-        self.used.add(key)
-        if key not in self.raw:
-            if required:
-                raise self._fail(key, "table is missing (required)")
-            return _Table(self.path, {}, self._key(key))
-        value = self.raw[key]
-        if not isinstance(value, dict):
-            raise self._fail(key, f"= {value!r} must be a table")
-        return _Table(self.path, value, self._key(key))
-
-    def has(self, key) -> bool:
-        return key in self.raw
-
-    def strings(self, key) -> dict[str, str]:
-        """A free-form table of string values (sources, notes)."""
-        sub = self.table(key, required=False)
-        for k, v in sub.raw.items():
-            if not isinstance(v, str):
-                raise SpecError(f"{self.path}: {sub._key(k)} = {v!r} must be a string")
-        return dict(sub.raw)
-
-    def done(self) -> None:
-        unknown = sorted(set(self.raw) - self.used)
-        if unknown:
-            key = unknown[0]
-            raise self._fail(key, f"= {self.raw[key]!r} is not a known key; "
-                                  f"allowed: {sorted(self.used)}")
-

@@ -1,7 +1,8 @@
 """Realism terms: named, sourced, switchable departures from the pure roofline.
 
 The constants live in ``configs/realism.toml`` (each with the component measurement it came
-from); this module loads them strictly into a frozen :class:`Realism`. ``Realism.ideal()``
+from); this module loads them strictly (the pydantic schema
+:class:`~inference_factory.specs.schema.RealismFile`) into a frozen :class:`Realism`. ``Realism.ideal()``
 switches every term off (pure roofline).
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from .. import units
 from ..errors import SpecError
 from .catalog import _cached
-from .files import _read_toml, _Table, data_dir
+from .files import _read_toml, data_dir
 from .hardware import HardwareSpec
 
 TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
@@ -173,73 +174,36 @@ def load_realism(path: str | os.PathLike | None = None) -> Realism:
 
 
 def _parse_realism(p: Path) -> Realism:
-    t = _Table(p, _read_toml(p))
+    """Build a :class:`Realism` from a file checked against
+    :class:`~inference_factory.specs.schema.RealismFile` (types, ranges, unknown keys)."""
+    # pydantic: imported when the constants are loaded, not with the CLI
+    from .schema_base import check
+    from .schema_realism import RealismFile
 
-    def frac(tab: _Table, key: str) -> float:
-        v = tab.get(key, float, positive=True)
-        if v > 1:
-            raise SpecError(f"{p}: {tab._key(key)} = {v} must lie in (0, 1]")
-        return v
-
-    g = t.table("gemm")
-    kw = dict(gemm=g.get("enabled", bool), default_large_gemm_frac=frac(g, "default_large_gemm_frac"),
-              use_measured_matmul=g.get("use_measured_matmul", bool), small_m=g.get("small_m", bool),
-              tile_m_tokens=g.get("tile_m_tokens", float, minimum=0.0))
-    g.done()
-    a = t.table("attention")
-    kw.update(attention=a.get("enabled", bool), attention_compute_frac=frac(a, "compute_frac"),
-              attention_fp8_kv_compute_frac=frac(a, "fp8_kv_compute_frac"),
-              attention_hbm_frac=frac(a, "hbm_frac"))
-    a.done()
-    h = t.table("hbm")
-    kw.update(hbm=h.get("enabled", bool), gemm_hbm_frac=frac(h, "gemm_frac"))
-    h.done()
-    ln = t.table("links")
-    kw.update(links=ln.get("enabled", bool), scale_up_frac=frac(ln, "scale_up_frac"),
-              scale_out_frac=frac(ln, "scale_out_frac"), latency=ln.get("latency", bool),
-              scale_up_latency_s=ln.get("scale_up_latency_us", float, minimum=0.0) * units.US,
-              scale_out_latency_s=ln.get("scale_out_latency_us", float, minimum=0.0) * units.US)
-    ln.done()
-    o = t.table("overhead")
-    kw.update(overhead=o.get("enabled", bool),
-              per_layer_overhead_s=o.get("per_layer_us", float, minimum=0.0) * units.US)
-    o.done()
-    ov = t.table("overlap")
-    kw.update(overlap_sms=ov.get("enabled", bool),
-              overlap_comm_sm_frac=ov.get("comm_sm_frac", float, minimum=0.0))
-    if kw["overlap_comm_sm_frac"] >= 1:
-        raise SpecError(f"{p}: overlap.comm_sm_frac = {kw['overlap_comm_sm_frac']} must lie in [0, 1)")
-    ov.done()
-    r = t.table("routing")
-    kw.update(routing=r.get("enabled", bool))
-    r.done()
-    m = t.table("memory")
-    kw.update(memory=m.get("enabled", bool),
-              runtime_reserve_frac=m.get("runtime_reserve_frac", float, minimum=0.0))
-    if kw["runtime_reserve_frac"] >= 1:
-        raise SpecError(f"{p}: memory.runtime_reserve_frac = {kw['runtime_reserve_frac']} must "
-                        "lie in [0, 1)")
-    m.done()
-    ms = t.table("measured")
-    kw.update(measured=ms.get("enabled", bool))
-    ms.done()
-    ok = t.table("other_kernels")
-    kw["other_kernels"] = {k: ok.get(k, float, minimum=0.0)
-                           for k in ("mla", "gqa", "ffn", "moe", "shared_expert",
-                                     "per_quantized_gemm_group", "elementwise_passes")}
-    ok.done()
-    ex = t.table("experts")
-    kw["default_expert_skew"] = ex.get("default_skew", float, minimum=0.0)
-    ex.done()
-    sp = t.table("speculative")
-    kw["acceptance_decay_per_position"] = sp.get("acceptance_decay_per_position", float,
-                                                 minimum=0.0)
-    if kw["acceptance_decay_per_position"] > 1:
-        raise SpecError(f"{p}: speculative.acceptance_decay_per_position = "
-                        f"{kw['acceptance_decay_per_position']} must lie in [0, 1]")
-    sp.done()
-    da = t.table("dp_attention")
-    kw["default_context_cv"] = da.get("default_context_cv", float, minimum=0.0)
-    da.done()
-    t.done()
-    return Realism(**kw, source=str(p))
+    f = check(RealismFile, _read_toml(p), str(p))
+    g, a, ln, ok = f.gemm, f.attention, f.links, f.other_kernels
+    return Realism(
+        gemm=g.enabled, default_large_gemm_frac=float(g.default_large_gemm_frac),
+        use_measured_matmul=g.use_measured_matmul, small_m=g.small_m,
+        tile_m_tokens=float(g.tile_m_tokens),
+        attention=a.enabled, attention_compute_frac=float(a.compute_frac),
+        attention_fp8_kv_compute_frac=float(a.fp8_kv_compute_frac),
+        attention_hbm_frac=float(a.hbm_frac),
+        hbm=f.hbm.enabled, gemm_hbm_frac=float(f.hbm.gemm_frac),
+        links=ln.enabled, scale_up_frac=float(ln.scale_up_frac),
+        scale_out_frac=float(ln.scale_out_frac), latency=ln.latency,
+        scale_up_latency_s=float(ln.scale_up_latency_us) * units.US,
+        scale_out_latency_s=float(ln.scale_out_latency_us) * units.US,
+        overhead=f.overhead.enabled,
+        per_layer_overhead_s=float(f.overhead.per_layer_us) * units.US,
+        overlap_sms=f.overlap.enabled, overlap_comm_sm_frac=float(f.overlap.comm_sm_frac),
+        routing=f.routing.enabled,
+        memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
+        measured=f.measured.enabled,
+        other_kernels={k: float(getattr(ok, k))
+                       for k in ("mla", "gqa", "ffn", "moe", "shared_expert",
+                                 "per_quantized_gemm_group", "elementwise_passes")},
+        default_expert_skew=float(f.experts.default_skew),
+        acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
+        default_context_cv=float(f.dp_attention.default_context_cv),
+        source=str(p))

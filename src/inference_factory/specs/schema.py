@@ -11,6 +11,7 @@ factory config     ``configs/factory.toml`` and friends        :func:`factory.co
 sweep file         ``configs/sweeps/*.toml``                   :func:`sweep.load_sweep_file`
 case file row      ``validation/*.csv`` (one row)              :func:`validation.load_cases`
 trace row          ``*.jsonl`` (Mooncake) / ``*.csv`` (one row)  :func:`factory.workload.load_trace`
+realism constants  ``configs/realism.toml``                    :func:`specs.realism.load_realism`
 =================  ==========================================  ================================
 
 A loader validates the raw file content against its schema with :func:`check` before it
@@ -24,7 +25,8 @@ deployment. The JSON Schema of each model is published under ``docs/schema/``
 so editors with a TOML/JSON schema plugin validate files as they are typed.
 
 The models live in one module per group of kinds (``schema_specs``: hardware and model;
-``schema_config``: factory config and sweep; ``schema_rows``: case and trace rows) on a shared
+``schema_config``: factory config and sweep; ``schema_rows``: case and trace rows;
+``schema_realism``: the realism constants) on a shared
 base (``schema_base``: bounds, field types, one-line validation); all are re-exported here.
 """
 
@@ -52,10 +54,14 @@ from .schema_config import (ConfigClass, ConfigDecode, ConfigEconomics, ConfigFl
                             SweepEconomics, SweepFile,
                             SweepHeader, _AXIS_DOC, _AxisValue, _FixedValue, _Pool, _frac)
 from .schema_rows import (CaseRow, TraceRow, _class_name, _number, _whole, cell_count, cell_num)  # noqa: F401
+from .schema_realism import (RealismAttention, RealismDpAttention, RealismExperts,  # noqa: F401
+                             RealismFile, RealismGemm, RealismHbm, RealismLinks, RealismMemory,
+                             RealismOtherKernels, RealismOverhead, RealismOverlap,
+                             RealismSpeculative, RealismSwitch)
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "hardware": HardwareFile, "model": ModelFile, "factory_config": FactoryConfigFile,
-    "sweep": SweepFile, "case_row": CaseRow, "trace_row": TraceRow,
+    "sweep": SweepFile, "case_row": CaseRow, "trace_row": TraceRow, "realism": RealismFile,
 }
 
 # --------------------------------------------------------------------------------------------
