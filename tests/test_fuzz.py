@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from inference_factory.specs import schema as S
 from inference_factory.cli import cli
 
-from cli_helpers import fails
+from tests.cli_helpers import fails
 
 REPO = Path(__file__).resolve().parents[1]
 BASE_CONFIG = REPO / "configs" / "factory.toml"

@@ -22,9 +22,9 @@ import inference_factory as inf
 from inference_factory import units
 from inference_factory.cli import cli, main
 
-from cli_helpers import fails, ok
+from tests.cli_helpers import fails, ok
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 H100_TOML = REPO / "hardware" / "H100-SXM.toml"
 
 

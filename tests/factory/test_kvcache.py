@@ -13,7 +13,7 @@ from inference_factory.factory.kvcache import (che_token_hit_rate, popularity_tr
                                                simulate_prefix_cache, zipf_popularity)
 from inference_factory.factory.workload import (Trace, WorkloadClass, WorkloadSpec,
                                                 example_trace_path, generate_trace, load_trace)
-from kvcache_oracle import brute_force_prefix_cache, interpreted_prefix_cache
+from tests.kvcache_oracle import brute_force_prefix_cache, interpreted_prefix_cache
 
 FIELDS = ("hit_tokens_hbm", "hit_tokens_dram", "hit_tokens_nvme")
 

@@ -17,7 +17,7 @@ from inference_factory.factory.workload import generate_trace, load_trace
 from inference_factory.kernels import speculative as kspec
 from inference_factory.specs.realism import load_realism
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 N = 2500
 
 

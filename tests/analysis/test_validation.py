@@ -29,9 +29,9 @@ from inference_factory.analysis import validation as val
 from inference_factory.cli import cli
 from inference_factory.errors import SpecError
 
-from cli_helpers import fails as _fails
+from tests.cli_helpers import fails as _fails
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEV_CASES = REPO / "validation" / "dev_cases.csv"
 DOCS = REPO / "docs" / "VALIDATION.md"
 

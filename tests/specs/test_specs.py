@@ -27,7 +27,7 @@ from inference_factory.specs import (
     load_model,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HARDWARE_FILES = sorted((REPO / "hardware").glob("*.toml"))
 MODEL_FILES = sorted((REPO / "models").glob("*.toml"))
 
@@ -602,3 +602,16 @@ def test_a_recent_spec_file_keeps_its_object_once_it_settles(tmp_path, monkeypat
     monkeypatch.setattr(specs, "_RACY_NS", -1)                   # settled from now on
     assert load_hardware("my-gpu") is first
     assert load_hardware("my-gpu") is first
+
+
+def test_realism_variants_are_one_object_each():
+    """The engine keys its compiled one-point programs on the realism object: the same
+    variant asked for twice is the same object, in any order of its terms."""
+    from inference_factory.specs.realism import TERMS, Realism, load_realism
+    base = load_realism()
+    a, b = TERMS[0], TERMS[-1]
+    assert base.without(a, b) is base.without(b, a) is base.without(a, b, a)
+    assert base.without(a) is not base.without(b)
+    assert Realism.ideal() is Realism.ideal()
+    assert not any(getattr(Realism.ideal(), t) for t in TERMS)
+

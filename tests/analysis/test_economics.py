@@ -17,7 +17,7 @@ import inference_factory as inf
 from inference_factory.analysis.economics import CostModel, add_economics
 from inference_factory.specs.prices import load_prices
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRICE_ID = "deepseek-chat-2025-02"
 HOURS_PER_MONTH = 8760.0 / 12.0
 IDLE, PREFILL, DECODE = 75.0 / 700.0, 1.0, 380.0 / 700.0   # Splitwise H100 power fractions

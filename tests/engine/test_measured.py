@@ -56,7 +56,7 @@ def test_leave_one_out_per_family(device):
     for name, fam in M.FAMILIES.items():
         if not tabs.has(name):
             continue
-        df = tabs.rows(name)
+        df = tabs.rows(name).to_frame()
         if not len(df):
             continue
         errs = _leave_one_out(df, fam)
@@ -72,7 +72,7 @@ def test_op_at_a_measured_shape_is_the_measured_latency():
     cost equals the table's latency (log interpolation is exact on a node)."""
     hw = inf.load_hardware("H200-SXM")
     tabs = M.tables_for(hw)
-    df = tabs.rows("gemm")
+    df = tabs.rows("gemm").to_frame()
     row = df[(df.dtype == "fp8_block") & (df.m == 64) & (df.n == 7168) & (df.k == 16384)]
     assert len(row) == 1
     curve = tabs.curve("gemm", {"dtype": "fp8_block"}, {}, {"n": 7168.0, "k": 16384.0})
@@ -393,3 +393,46 @@ def test_distinct_experts_clamped_exponent_equals_the_power_form():
         power = sum(mj * (1.0 - (1.0 - qj) ** tokens) for mj, qj in bins)
         np.testing.assert_allclose(got, power, rtol=1e-12, atol=0)
     assert 1.0 - math.exp(kmoe.SATURATED_EXPONENT) == 1.0
+
+
+def test_a_parsed_table_is_kept_and_read_back_without_pandas(tmp_path, monkeypatch):
+    """The cache of parsed tables: the second read gives the same columns (names, order,
+    dtypes, values) without parsing; an edited file is parsed again; a cache folder that
+    cannot be written costs nothing but the parse."""
+    import pandas as pd
+
+    src = data_dir("hardware") / "measured" / "H100-SXM" / "mla_bmm.csv"
+    table = tmp_path / "mla_bmm.csv"
+    table.write_bytes(src.read_bytes())
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path / "cache"))
+    first = M.read_table(table)
+    want = pd.read_csv(table, comment="#")
+    assert list(first) == list(want.columns)
+    for c in want.columns:
+        got = first[c]
+        if want[c].dtype.kind in "biuf":
+            assert got.dtype == want[c].dtype
+            np.testing.assert_array_equal(got, want[c].to_numpy())
+        else:
+            assert got.dtype.kind == "U"
+            assert list(got) == list(want[c].astype(str))
+    assert len(list((tmp_path / "cache" / "tables").glob("mla_bmm-*.npz"))) == 1
+
+    def no_parse(*a, **k):
+        raise AssertionError("parsed again")
+    monkeypatch.setattr(pd, "read_csv", no_parse)
+    again = M.read_table(table)
+    assert list(again) == list(first)
+    for c in first:
+        assert again[c].dtype == first[c].dtype
+        np.testing.assert_array_equal(again[c], first[c])
+    monkeypatch.undo()
+
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(tmp_path / "cache"))
+    table.write_text(table.read_text().replace("\n", "\n", 1) + "# an edit\n")
+    M.read_table(table)
+    assert len(list((tmp_path / "cache" / "tables").glob("mla_bmm-*.npz"))) == 2
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("INFERENCE_FACTORY_CACHE_DIR", str(blocked))
+    assert list(M.read_table(table)) == list(first)

@@ -13,7 +13,7 @@ import pytest
 from inference_factory import SpecError
 from inference_factory.specs import schema as S
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 #: what a pydantic release may render differently without changing what a schema says

@@ -16,7 +16,7 @@ from inference_factory.factory.config import LEVERS, load_config
 from inference_factory.factory.simulate import simulate, static_batch_efficiency
 from inference_factory.factory.workload import generate_trace
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 N = 3000
 
 

@@ -26,9 +26,9 @@ from inference_factory.analysis.economics import CostModel, add_economics
 from inference_factory.analysis.sweep import (SweepSpec, load_sweep_file, open_result, parse_axis,
                                      parse_setting, parse_values, run_sweep, write_result)
 
-from cli_helpers import fails, ok
+from tests.cli_helpers import fails, ok
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DECODE_GRID = REPO / "configs" / "sweeps" / "decode_grid.toml"
 
 # DeepSeek's decode deployment shape, shared by the small grids below

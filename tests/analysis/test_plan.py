@@ -24,7 +24,7 @@ from inference_factory.factory.config import Levers, load_config
 from inference_factory.factory.simulate import lever_precisions
 from inference_factory.analysis.plan import config_toml, plan
 
-from cli_helpers import fails, ok
+from tests.cli_helpers import fails, ok
 
 DS = "DeepSeek-V3"
 ISL, OSL = 4096, 1024
