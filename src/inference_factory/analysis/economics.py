@@ -10,16 +10,18 @@ cache-hit rate, hardware...). Prices are dated data (``configs/prices.toml``, ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import xarray as xr
 
 from ..errors import SpecError
 from ..specs.prices import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
 from ..kernels import economics as kecon
 from ..specs import HardwareSpec, load_hardware
 from ..units import SECONDS_PER_HOUR
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 CostBasis = Literal["rental", "capex", "tco"]
 
@@ -97,6 +99,8 @@ def _per_hardware(ds: xr.Dataset, fn) -> xr.DataArray | float:
     dimension, else a float for the Dataset's single device."""
     if "hardware" in ds.dims:
         names = [str(h) for h in ds["hardware"].values]
+        import xarray as xr
+
         return xr.DataArray([fn(_hardware_spec(ds, n)) for n in names], dims="hardware",
                             coords={"hardware": ds["hardware"].values})
     return fn(_hardware_spec(ds, str(ds["hardware"].values)))

@@ -43,6 +43,8 @@ from .question_args import (COST_PARAMETERS, DOLLAR_METRICS, ENGINE_OPTIONS,  # 
 from .slo import cheapest_meeting_slo, max_batch_meeting_slo  # noqa: F401
 from .sensitivity import MonteCarloResult, cost_model, monte_carlo, tornado  # noqa: F401
 
+from .pareto import pareto_mask  # noqa: F401 (re-exported)
+
 __all__ = ["best_draft_depth", "max_batch_meeting_slo", "cheapest_meeting_slo", "pareto_front",
            "pareto_mask", "tornado", "monte_carlo", "MonteCarloResult", "default_batch_grid",
            "cost_model", "lever_waterfall",
@@ -126,26 +128,6 @@ def best_draft_depth(model: str | ModelSpec | Sequence, hardware: str | Hardware
 # --------------------------------------------------------------------------------------------
 # Pareto front
 # --------------------------------------------------------------------------------------------
-
-
-def pareto_mask(x, y) -> np.ndarray:
-    """True where the point (x, y) is not dominated, maximising both: no other point is >= in
-    both and > in one. Exact duplicates of a front point are all kept; NaN points are not."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise SpecError(f"pareto_mask: x and y must be 1-D of one length; got {x.shape}, {y.shape}")
-    keep = np.zeros(x.size, bool)
-    finite = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
-    order = finite[np.lexsort((-y[finite], -x[finite]))]     # x descending, then y descending
-    best_y, best_x = -np.inf, np.nan
-    for i in order:
-        if y[i] > best_y:
-            keep[i] = True
-            best_y, best_x = y[i], x[i]
-        elif y[i] == best_y and x[i] == best_x:
-            keep[i] = True
-    return keep
 
 
 def pareto_front(data: xr.Dataset | pd.DataFrame, *, x: str = "decode_tokens_per_s_per_user",

@@ -12,7 +12,7 @@ import click
 from .. import units
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
 from .params import ValueParam
-from ..specs import load_hardware
+from ..specs import load_hardware, load_model
 from .text import _dump_json, _g, _kv, _table
 
 
@@ -48,13 +48,14 @@ def _fmt_text(x: Any) -> str:
     return f"{x!s:>{_W}}"
 
 
-def _roofline_text(ds, point: dict[str, Any]) -> str:
+def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dict[str, Any],
+                   ops=None) -> str:
+    """The report of one point: ``v`` each output variable's value, ``ops`` the Dataset of
+    ``detail="ops"`` (its per-operation table) or None."""
     from ..engine import RESOURCES
 
-    v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
-    model, hw = ds["model"].item(), ds["hardware"].item()
     par = " ".join(f"{k}={point.get(k, STRUCT_AXES[k])}" for k in ("tp", "dp", "ep"))
-    lines = [f"{model} on {hw}  [{ds.attrs.get('mode')}]  {par}"]
+    lines = [f"{model} on {hw}  [{mode}]  {par}"]
     if not v["fits"]:
         lines.insert(0, f"*** DOES NOT FIT: {_g(v['hbm_used_bytes_per_gpu'] / units.GB, 4)} GB "
                         f"per GPU needed, {_g(load_hardware(hw).hbm_capacity_bytes / units.GB)} "
@@ -100,11 +101,12 @@ def _roofline_text(ds, point: dict[str, Any]) -> str:
                    + f" of {_g(load_hardware(hw).hbm_capacity_bytes / units.GB)} GB"),
                   ("fits", _fmt_text("yes" if v["fits"] else "NO")),
                   ("max batch size", _fmt_num(v["max_batch_size"], 0))], width=_K)
-    if "op" in ds.dims:
+    if ops is not None:
         for phase in ("decode", "prefill"):
             rows = [(str(op), _fmt_ms(float(t)), str(r), str(s)) for op, t, r, s in zip(
-                ds.op.values, ds[f"{phase}_op_time_s"].values, ds[f"{phase}_op_resource"].values,
-                ds[f"{phase}_op_source"].values) if math.isfinite(float(t))]
+                ops.op.values, ops[f"{phase}_op_time_s"].values,
+                ops[f"{phase}_op_resource"].values, ops[f"{phase}_op_source"].values)
+                if math.isfinite(float(t))]
             lines += ["", f"{phase} operations (time per step)"]
             lines.append(_table(["OP", "TIME", "RESOURCE", "SOURCE"], rows, right=(1,)))
     return "\n".join(lines)
@@ -161,9 +163,23 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
+    point = {k: x for k, x in options.items() if x is not None}
+    if not (as_json or show_ops):       # the report of one point: arrays, no Dataset
+        import numpy as np
+
+        from ..engine.arrays import _realism, evaluate_arrays
+
+        m, h = load_model(model), load_hardware(hardware)
+        rl = _realism(ideal, realism)
+        res = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, **point)
+        mode = "ideal" if rl.is_ideal else ("measured" if rl.measured else "roofline")
+        if draft_model:
+            point["draft_model"] = draft_model
+        click.echo(_roofline_text({k: np.asarray(x).item() for k, x in res.items()},
+                                  m.name, h.name, mode, point))
+        return
     from ..engine import evaluate
 
-    point = {k: x for k, x in options.items() if x is not None}
     ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
                   detail="ops" if show_ops else "resources", **point)
     if as_json:
@@ -179,6 +195,8 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         return
     if draft_model:
         point["draft_model"] = draft_model
-    click.echo(_roofline_text(ds, point))
+    v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
+    click.echo(_roofline_text(v, ds["model"].item(), ds["hardware"].item(), ds.attrs.get("mode"),
+                              point, ops=ds))
 
 

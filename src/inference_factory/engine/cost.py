@@ -95,7 +95,8 @@ def _measured(g: Geom, op: Op, memo=None):
         if tabs.has(family):
             curve = tabs.curve(family, keys, nearest, op.fixed)
             if curve is not None:
-                t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo)
+                t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo,
+                                      pure_key=op.pure_key)
                 # no kernel runs faster than the fastest one measured on the device
                 return np.maximum(t, tabs.kernel_floor_s()), src
     return None, G.ROOFLINE

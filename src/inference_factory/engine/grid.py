@@ -154,7 +154,7 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable",
-                     memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     memo: dict | None = None, node_latency=None) -> tuple[np.ndarray, np.ndarray]:
     r"""An operation's time from a grid of ln(measured / roofline) and its own roofline.
 
     Inside the measured range the implied latencies of the cell's corner shapes,
@@ -175,10 +175,13 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     point: :math:`t_0(b, x) = b\,t_0(1, x)`).
     ``memo`` (a dict living for one pass) shares the location of a coordinate array in an
     axis between the ops that use both (the GEMMs of a pass share their M).
+    ``node_latency``: the 1-D separable case's ln latencies at the nodes,
+    ``grid.values + ln t_0(nodes)``, when the caller has them.
     Returns the times and a function giving the source code per point (computed only when
     asked for: ``detail="ops"``)."""
     if mode == "separable" and len(grid.axes) == 1:
-        return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo)
+        return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo,
+                                    node_latency)
     cs = [c if is_traced(c) else np.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
@@ -234,7 +237,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     return np.exp(out), lambda: _source(locs, shape)
 
 
-def _interpolate_time_1d(axis, values, x, roofline, memo=None):
+def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
     """:func:`interpolate_time` for one shape axis and a roofline of the coordinate only: the
     same rule, linear in log space over the nodes' implied latencies (held at the lower edge),
     plus the roofline's growth above the upper edge."""
@@ -253,7 +256,8 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None):
         above = above if above.any() else None
         if memo is not None:
             memo[key] = (axis, x, log_x, cell, w, above)
-    latency = values + np.log(roofline(np.exp(axis)))
+    if latency is None:
+        latency = values + np.log(roofline(np.exp(axis)))
     if axis.size == 1:
         out = latency[0] + 0.0 * log_x if is_traced(log_x) else np.full(np.shape(log_x), latency[0])
     else:

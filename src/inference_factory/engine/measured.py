@@ -15,8 +15,10 @@ columns are interpolation axes.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -236,8 +238,10 @@ class Family:
         text = [i for i, c in enumerate(cols) if c.dtype.kind in "OUS"]
         n = cols[0].size
         out = np.empty(n)
-        keys = np.array(["|".join(map(str, k)) for k in zip(*[cols[i] for i in text])]
-                        if text else [""] * n)
+        keys = np.zeros(n, dtype=np.int64)       # one integer per combination of the texts
+        for i in text:
+            labels, codes = np.unique(cols[i].astype(str), return_inverse=True)
+            keys = keys * len(labels) + codes.reshape(-1)
         for key in np.unique(keys):
             rows = keys == key
             args = [c[rows][0] if i in text else c[rows].astype(float) for i, c in enumerate(cols)]
@@ -319,12 +323,28 @@ class Curve:
 
     grid: G.Grid
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
+    #: ln latency at the nodes per named roofline (time_s's pure_key): (spec, array)
+    _nodes: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def time_s(self, roofline, *coords, mode: str = "separable", memo: dict | None = None):
+    def time_s(self, roofline, *coords, mode: str = "separable", memo: dict | None = None,
+               pure_key=None):
         """The op's time at shape ``coords`` given its pure roofline (a function of the
         coordinates), and a function giving the source code per point
-        (:func:`.grid.interpolate_time`)."""
-        t, src = G.interpolate_time(self.grid, list(coords), roofline, mode, memo)
+        (:func:`.grid.interpolate_time`). ``pure_key`` (hashable; its first item the hardware
+        spec the roofline is of) names the roofline: its latencies at the table's nodes are
+        then computed once per curve, not once per call."""
+        nodes = None
+        if pure_key is not None and mode == "separable" and len(self.grid.axes) == 1:
+            key = (id(pure_key[0]),) + tuple(pure_key[1:])
+            hit = self._nodes.get(key)
+            if hit is not None and hit[0] is pure_key[0]:     # the same spec object
+                nodes = hit[1]
+            else:
+                axis = self.grid.axes[0]
+                nodes = self.grid.values + np.log(roofline(np.exp(axis)))
+                self._nodes[key] = (pure_key[0], nodes)
+        t, src = G.interpolate_time(self.grid, list(coords), roofline, mode, memo,
+                                    node_latency=nodes)
         return t, lambda: np.minimum(src(), self.group_source).astype(np.int8)
 
     def log_ratio(self, *coords):
@@ -334,12 +354,125 @@ class Curve:
         return vals, np.minimum(src, self.group_source).astype(np.int8)
 
 
+class Rows:
+    """A measured table as named numpy columns, in the file's order: numbers with the dtype
+    pandas parses them to (int64 or float64), text as ``str`` arrays. What the efficiency
+    curves need of a frame (select rows, add a column), without pandas on the path of an
+    answer; :meth:`to_frame` gives the pandas DataFrame."""
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self._cols = dict(columns)
+        self._n = len(next(iter(self._cols.values()))) if self._cols else 0
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self._cols[column]
+
+    def keys(self):
+        return self._cols.keys()
+
+    def where(self, mask: np.ndarray) -> "Rows":
+        """The rows where ``mask`` holds, in order."""
+        return Rows({k: v[mask] for k, v in self._cols.items()})
+
+    def assign(self, **columns: np.ndarray) -> "Rows":
+        return Rows({**self._cols, **columns})
+
+    def to_frame(self):
+        """The rows as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self._cols)
+
+
+def cache_dir() -> Path | None:
+    """Where derived files are kept between processes: ``$INFERENCE_FACTORY_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/inference-factory`` (``~/.cache/inference-factory``); None if unset and
+    there is no home."""
+    root = os.environ.get("INFERENCE_FACTORY_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache" if Path.home() else None)
+    return Path(base) / "inference-factory" if base else None
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """The columns of a measured CSV table (``#`` lines are comments), parsed by pandas.
+
+    The parsed columns are kept in the cache folder (:func:`cache_dir`, ``tables/``) under the
+    digest of the file's bytes, as numpy arrays (text as codes into its distinct values), so a
+    later process reads them without pandas (~1 ms instead of pandas' ~150 ms import and its
+    parse). An edited file has another digest; a cache that cannot be read or written is
+    passed over (the file is parsed again)."""
+    data = path.read_bytes()
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    root = cache_dir()
+    cached = root / "tables" / f"{path.stem}-{digest}.npz" if root is not None else None
+    if cached is not None and cached.is_file():
+        try:
+            with np.load(cached, allow_pickle=False) as z:
+                return _unpack(z)
+        except Exception:       # noqa: BLE001 (a damaged or foreign file: parse again)
+            pass
+    import io
+
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(data), comment="#")
+    cols = {c: (df[c].to_numpy() if df[c].dtype.kind in "biuf"
+                else np.asarray(df[c].astype(str).to_numpy(), dtype=str)) for c in df.columns}
+    if cached is not None:
+        _write_cache(cached, cols)
+    return cols
+
+
+def _unpack(z) -> dict[str, np.ndarray]:
+    out = {}
+    for name in z["columns"]:
+        name = str(name)
+        out[name] = z[f"l:{name}"][z[f"t:{name}"]] if f"t:{name}" in z.files else z[f"n:{name}"]
+    return out
+
+
+def _write_cache(path: Path, cols: dict[str, np.ndarray]) -> None:
+    """Write the columns atomically (a temporary file renamed into place); errors ignored."""
+    arrays = {"columns": np.asarray(list(cols), dtype=str)}
+    for name, v in cols.items():
+        if v.dtype.kind == "U":
+            labels, codes = np.unique(v, return_inverse=True)
+            arrays[f"l:{name}"], arrays[f"t:{name}"] = labels, codes.astype(np.int32)
+        else:
+            arrays[f"n:{name}"] = v
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+_MISSING = object()
+
+
 class DeviceTables:
     """The measured tables of one device folder, reduced to efficiency grids on demand."""
 
     def __init__(self, folder: Path, hw: HardwareSpec):
         self.folder, self.hw = folder, hw
-        self._frames: dict[str, object] = {}
+        self._frames: dict[str, Rows] = {}
         self._spans: dict[str, bool] = {}
         self._curves: dict[tuple, Curve | None] = {}
         self._has: dict[str, bool] = {}
@@ -366,19 +499,18 @@ class DeviceTables:
             self._has[family] = (self.folder / _FILES[family][0]).is_file()
         return self._has[family]
 
-    def rows(self, family: str):
+    def rows(self, family: str) -> "Rows":
         """The family's rows with ``log_ratio`` = ln(measured / roofline) added."""
         if family not in self._frames:
-            import pandas as pd
-
             fname, filt = _FILES[family]
-            df = pd.read_csv(self.folder / fname, comment="#")
+            df = Rows(read_table(self.folder / fname))
             if filt is not None and filt[0] in df.columns:
-                df = df[df[filt[0]] == filt[1]]
+                df = df.where(df[filt[0]] == filt[1])
             fam = FAMILIES[family]
-            df = df[np.isfinite(df[fam.value]) & (df[fam.value] > 0)].reset_index(drop=True)
-            roof = fam.roofline_rows(self.hw, {c: df[c].to_numpy() for c in df.columns})
-            df = df.assign(log_ratio=np.log(df[fam.value].to_numpy() * units.US / roof))
+            v = df[fam.value].astype(float)
+            df = df.where(np.isfinite(v) & (v > 0))
+            roof = fam.roofline_rows(self.hw, df)
+            df = df.assign(log_ratio=np.log(df[fam.value] * units.US / roof))
             self._frames[family] = df
         return self._frames[family]
 
@@ -386,19 +518,23 @@ class DeviceTables:
         """Efficiency curve of ``family`` for the given keys; ``fixed_axes`` (axis -> value)
         are interpolated out. None where the table lacks the exact keys."""
         fixed_axes = fixed_axes or {}
-        key = (family, tuple(sorted(exact.items())), tuple(sorted(nearest.items())),
-               tuple(sorted(fixed_axes.items())))
-        if key in self._curves:
-            return self._curves[key]
+        # the ops give their keys in one order, so their items in that order name the curve
+        # (another order would only be another entry for the same curve)
+        key = (family, tuple(exact.items()), tuple(nearest.items()), tuple(fixed_axes.items()))
+        curve = self._curves.get(key, _MISSING)
+        if curve is not _MISSING:
+            return curve
         fam = FAMILIES[family]
         df = self.rows(family)
         for k, v in exact.items():
-            df = df[df[k].astype(str) == str(v)]
+            df = df.where(df[k].astype(str) == str(v))
         curve = None
         if len(df):
             src = G.MEASURED
             if fam.nearest:
-                cand = df[list(fam.nearest)].drop_duplicates().to_numpy(dtype=float)
+                cand = np.stack([df[k].astype(float) for k in fam.nearest], axis=1)
+                _, first = np.unique(cand, axis=0, return_index=True)
+                cand = cand[np.sort(first)]          # distinct, in the table's order
                 want = np.array([float(nearest[k]) for k in fam.nearest])
                 dist = np.abs(np.log(cand) - np.log(want)).sum(axis=1)
                 best = cand[int(np.argmin(dist))]
@@ -406,8 +542,8 @@ class DeviceTables:
                     src = G.EXTRAPOLATED
                 mask = np.ones(len(df), dtype=bool)
                 for k, v in zip(fam.nearest, best):
-                    mask &= np.isclose(df[k].to_numpy(dtype=float), v)
-                df = df[mask]
+                    mask &= np.isclose(df[k].astype(float), v)
+                df = df.where(mask)
             grid = self._efficiency_grid(fam, df)
             if fixed_axes:
                 idx = {fam.axes.index(a): math.log(v) for a, v in fixed_axes.items()}
@@ -418,18 +554,17 @@ class DeviceTables:
         return curve
 
 
-    def _efficiency_grid(self, fam: Family, df) -> G.Grid:
+    def _efficiency_grid(self, fam: Family, df: "Rows") -> G.Grid:
         """ln(measured / roofline) on the rectangular grid of the group's shape axes.
 
         Missing cells and the region beyond the table take the efficiency of their measured
         neighbours (filled in ln(eta)); the roofline is computed exactly at every node; the
         implied latencies are then made non-decreasing along every axis (more work is never
         faster), and the ratio recomputed."""
-        coords = [df[a].to_numpy(dtype=float) for a in fam.axes]
-        eta = G.grid_from_rows(coords, df["log_ratio"].to_numpy())
+        coords = [df[a].astype(float) for a in fam.axes]
+        eta = G.grid_from_rows(coords, df["log_ratio"])
         mesh = np.meshgrid(*[np.exp(a) for a in eta.axes], indexing="ij")
-        first = df.iloc[0]
-        frame = {c: np.full(mesh[0].shape, first[c], dtype=object) for c in df.columns}
+        frame = {c: np.full(mesh[0].shape, df[c][0], dtype=object) for c in df.columns}
         for a, v in zip(fam.axes, mesh):
             frame[a] = v
         frame = {c: np.asarray(v).ravel() for c, v in frame.items()}

@@ -46,6 +46,9 @@ class Op:
     #                                              (link model, kernel count, mean load)
     fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
     roof_mode: str = "separable"  # what pure_fn depends on (grid.interpolate_time)
+    pure_key: Any = None         # what pure_fn is a function of besides ``coords`` (hashable,
+    #                              its first item the hardware spec): its values at a table's
+    #                              nodes are then computed once (Curve.time_s)
 
 
 def gemm_dtype(prec: str, native: str, hw=None) -> str:
@@ -75,7 +78,8 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
                                         output_bytes=0.0),
               precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
-              pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k))
+              pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k),
+              pure_key=(g.hw, "gemm", dtype, float(n), float(k)))
 
 
 def _attention_mode(per_point_parameter) -> str:

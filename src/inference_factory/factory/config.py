@@ -19,10 +19,10 @@ from typing import Any
 from ..specs import schema
 from ..errors import SpecError
 from ..specs.realism import load_realism
-from ..specs import load_hardware, load_model
+from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.files import _read_toml
 from ..specs.prices import Economics, Price, load_prices
-from .workload import WorkloadClass, WorkloadSpec
+from .trace import WorkloadClass, WorkloadSpec
 
 LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "expert_balancing",
           "low_precision", "overlap")
@@ -60,6 +60,32 @@ class Levers:
 
     def switched(self, **changes: bool) -> "Levers":
         return dataclasses.replace(self, **changes)
+
+
+_PREC_ORDER = ("fp4", "fp8", "bf16")
+
+
+def _lowest_supported(hw: HardwareSpec, wanted: str) -> str:
+    """The lowest precision >= ``wanted`` that the device computes in."""
+    i = _PREC_ORDER.index(wanted) if wanted in _PREC_ORDER else len(_PREC_ORDER) - 1
+    for p in _PREC_ORDER[i:]:
+        if p in hw.dense_flop_per_s:
+            return p
+    return "bf16"
+
+
+def lever_precisions(m: ModelSpec, hw: HardwareSpec, levers: Levers) -> dict[str, str]:
+    """Low precision lever: FP8 KV cache and FP8 dispatch, and FP4 routed experts on devices
+    with FP4 tensor cores. Off: BF16 KV and dispatch, weights at the model's native precision."""
+    weight = _lowest_supported(hw, m.weight_precision)
+    expert = _lowest_supported(hw, m.expert_precision)
+    if levers.low_precision:
+        if m.is_moe and "fp4" in hw.dense_flop_per_s:
+            expert = "fp4"
+        return dict(weight_precision=weight, moe_precision=expert, kv_precision="fp8",
+                    dispatch_precision="fp8")
+    return dict(weight_precision=weight, moe_precision=expert, kv_precision="bf16",
+                dispatch_precision="bf16")
 
 
 @dataclass(frozen=True)

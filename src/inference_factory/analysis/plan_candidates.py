@@ -1,0 +1,296 @@
+"""The plan's candidates as arrays: each instance shape's grid (overlap x decode batch x draft
+depth x prefill batch) through the engine in one pass per overlap, the aggregated and
+disaggregated candidates of a device and precision profile as one frame, their SLO verdicts,
+the sizing for a load, the ranking, the recommendation and the Pareto front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .economics import usd_per_mtok_at
+from .pareto import pareto_mask
+from ..engine import evaluate_arrays
+from ..errors import SpecError
+from ..kernels.serving import (colocated_tpot_stretch, gpus_for_load,
+                               output_tokens_per_s_per_gpu_all_in, prefill_busy_share)
+
+
+#: What a recommendation optimises: name -> "min" or "max".
+OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
+                              "output_tokens_per_s_per_gpu": "max",
+                              "tokens_per_s_per_user": "max"}
+_DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
+                "max_batch_size", "decode_binding_resource", "usd_per_mtok_output")
+_PREFILL_VARS = ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                 "prefill_binding_resource")
+
+
+@dataclass
+class _ShapeGrid:
+    """One instance shape's candidates as arrays: per overlap policy, each variable over
+    (decode batch, draft depth, prefill batch), broadcast by numpy's rules."""
+
+    overlaps: list[str]
+    batch_size: np.ndarray
+    draft_depth: np.ndarray
+    prefill_batch_size: np.ndarray
+    values: list[dict[str, np.ndarray]]
+
+
+def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeGrid | None":
+    """The engine over one shape's grid, once per overlap policy. An overlap the engine
+    refuses for this shape while another is valid gives NaN values that do not fit (as
+    :func:`inference_factory.evaluate` masks an invalid combination of list values); None
+    when every policy is refused."""
+    names = (*_DECODE_VARS, *_PREFILL_VARS)
+    got: list[dict | None] = []
+    for ov in ovs:
+        try:
+            r = evaluate_arrays(m, hw, **shape, **precs, overlap=ov, **axes, **kwargs,
+                                variables=[v for v in names if not v.startswith("usd_")])
+        except SpecError:
+            if len(ovs) == 1:
+                return None
+            got.append(None)
+            continue
+        r["usd_per_mtok_output"] = usd_per_mtok_at(
+            r["decode_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["decode"],
+            utilization=cost.utilization)
+        r["usd_per_mtok_input"] = usd_per_mtok_at(
+            r["prefill_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["prefill"],
+            utilization=cost.utilization)
+        got.append(r)
+    template = next((r for r in got if r is not None), None)
+    if template is None:
+        return None
+    masked = {k: np.full(np.shape(v), False if np.asarray(v).dtype.kind == "b" else (
+        "" if np.asarray(v).dtype.kind in "OUS" else np.nan)) for k, v in template.items()}
+    return _ShapeGrid(list(ovs), np.ravel(axes["batch_size"]), np.ravel(axes["draft_depth"]),
+                      np.ravel(axes["prefill_batch_size"]),
+                      [r if r is not None else masked for r in got])
+
+
+def _decode_frame(sg: _ShapeGrid) -> dict[str, np.ndarray]:
+    """Columns with one row per (overlap, batch, depth) of the decode variables, in that
+    order."""
+    nb, nd = sg.batch_size.size, sg.draft_depth.size
+    cols: dict[str, list] = {"overlap": [], "batch_size": [], "draft_depth": []}
+    parts: dict[str, list] = {v: [] for v in _DECODE_VARS}
+    for ov, r in zip(sg.overlaps, sg.values):
+        cols["overlap"].append(np.full(nb * nd, ov, dtype=object))
+        cols["batch_size"].append(np.repeat(sg.batch_size, nd))
+        cols["draft_depth"].append(np.tile(sg.draft_depth, nb))
+        for v in _DECODE_VARS:
+            a = np.asarray(r[v])
+            a = a[..., 0] if a.ndim == 3 else a          # decode: no prefill-batch axis
+            parts[v].append(np.broadcast_to(a, (nb, nd)).reshape(-1))
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    out.update({k: np.concatenate(v) for k, v in parts.items()})
+    out["decode_binding_resource"] = out["decode_binding_resource"].astype(object)
+    return out
+
+
+def _along(a, n: int, float_: bool = True) -> np.ndarray:
+    """A prefill variable along the prefill batch (the first point of the decode axes, on
+    which it does not depend)."""
+    a = np.asarray(a)
+    a = a[0, 0] if a.ndim == 3 else a
+    return np.broadcast_to(np.asarray(a, float if float_ else object), (n,))
+
+
+def _prefill_best(sg: _ShapeGrid, ttft_s: float | None) -> dict[str, np.ndarray]:
+    """Columns with one row per overlap: the prefill batch with the most input tokens/s per
+    GPU meeting TTFT (NaN where none does), and whether the instance's weights fit at all."""
+    rows = []
+    pb = sg.prefill_batch_size
+    for ov, r in zip(sg.overlaps, sg.values):
+        p = _along(r["prefill_tokens_per_s_per_gpu"], pb.size)
+        t = _along(r["ttft_s"], pb.size)
+        cin = _along(r["usd_per_mtok_input"], pb.size)
+        ok = np.ones(pb.shape, bool) if ttft_s is None else t <= ttft_s
+        # the instance fits where its weights and one sequence at the final length fit
+        mb = np.asarray(r["max_batch_size"])
+        mb = mb[:, :1] if mb.ndim >= 2 else mb           # the first draft depth
+        row = [str(ov), bool(np.min(mb) >= 1), float(t.min())]
+        if ok.any():
+            i = int(np.flatnonzero(ok)[np.argmax(p[ok])])
+            row += [float(pb[i]), float(p[i]), float(t[i]), float(cin[i]),
+                    str(_along(r["prefill_binding_resource"], pb.size, float_=False)[i])]
+        else:
+            row += [np.nan, np.nan, np.nan, np.nan, ""]
+        rows.append(row)
+    names = ("overlap", "prefill_fits", "min_ttft_s", "prefill_batch_size",
+             "prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+             "prefill_binding_resource")
+    kinds = (object, bool, float, float, float, float, float, object)
+    return {k: np.array([r[c] for r in rows], dtype=kd)
+            for c, (k, kd) in enumerate(zip(names, kinds))}
+
+
+def _shape_cols(shape, n_rows: int, prefix: str = "") -> dict[str, np.ndarray]:
+    """The shape's tp, dp, ep and GPU count as columns of ``n_rows`` rows."""
+    tp, dp, ep = shape.get("tp", 1), shape.get("dp", 1), shape.get("ep", 1)
+    return {f"{prefix}tp": np.full(n_rows, tp, dtype=np.int64),
+            f"{prefix}dp": np.full(n_rows, dp, dtype=np.int64),
+            f"{prefix}ep": np.full(n_rows, ep, dtype=np.int64),
+            f"{prefix or 'decode_'}gpus": np.full(n_rows, tp * dp, dtype=np.int64)}
+
+
+def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -> list:
+    """Every candidate of one device and precision profile as one frame: per shape, its
+    aggregated rows (its own best prefill batch per overlap) and its disaggregated rows (the
+    best prefill instance of any shape that fits beside it in the budget)."""
+    prefill = []
+    for shape, sg in per_shape:
+        pf = _prefill_best(sg, ttft_s)
+        prefill.append({**pf, **_shape_cols(shape, len(pf["overlap"]), "prefill_")})
+    prefill_all = ({k: np.concatenate([pf[k] for pf in prefill]) for k in prefill[0]}
+                   if prefill else {})
+    common = dict(hardware=hw.name, low_precision=prof["low_precision"],
+                  weight_precision=prof["weight_precision"],
+                  moe_precision=prof["moe_precision"], kv_precision=prof["kv_precision"])
+    frames = []
+    for (shape, sg), own in zip(per_shape, prefill):
+        dec = _decode_frame(sg)
+        n_rows = len(dec["overlap"])
+        dec.update(_shape_cols(shape, n_rows))
+        n = shape.get("tp", 1) * shape.get("dp", 1)
+        tags = lambda mode, pov: {"prefill_overlap": pov,  # noqa: E731
+                                  "mode": np.full(n_rows, mode, dtype=object),
+                                  **{k: np.full(n_rows, v, dtype=object if isinstance(v, str)
+                                                else None) for k, v in common.items()}}
+        if "aggregated" in modes:
+            at = np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))
+            frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
+                           **tags("aggregated", dec["overlap"].copy())})
+        if "disaggregated" in modes and prefill_all:
+            # the prefill pool: the best prefill instance (any shape, same precision profile)
+            # that fits beside this decode instance in the budget
+            ok = np.flatnonzero((prefill_all["prefill_gpus"] + n <= gpus)
+                                & prefill_all["prefill_fits"]
+                                & ~np.isnan(prefill_all["prefill_tokens_per_s_per_gpu"]))
+            row = {k: v[:1].copy() for k, v in prefill_all.items()}
+            if ok.size == 0:
+                for k in ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                          "prefill_batch_size"):
+                    row[k][:] = np.nan
+                row["prefill_fits"][:] = False
+                pov = ""
+            else:   # most tokens/s per GPU, then fewest GPUs, then the first listed
+                key = np.lexsort((ok, prefill_all["prefill_gpus"][ok],
+                                  -prefill_all["prefill_tokens_per_s_per_gpu"][ok]))
+                best = ok[key[0]]
+                row = {k: v[best:best + 1] for k, v in prefill_all.items()}
+                pov = str(prefill_all["overlap"][best])
+            frames.append({**dec, **{k: np.repeat(v, n_rows) for k, v in row.items()
+                                     if k != "overlap"},
+                           **tags("disaggregated", np.full(n_rows, pov, dtype=object))})
+    if not frames:
+        return []
+    f = {k: np.concatenate([fr[k] for fr in frames]) for k in frames[0]}
+    return [_judge(f, isl, osl, ttft_s, tpot_s)]
+
+
+def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
+    """The derived columns of the candidates (TPOT stretched by colocated prefill, all-in
+    output tokens/s per GPU, GPUs, whether the SLOs are met and why not), as a frame."""
+    agg = f["mode"] == "aggregated"
+    # the engine's per-step TPOT, stretched by prefill interference when colocated
+    d = f["decode_tokens_per_s_per_gpu"].astype(float)
+    p = f["prefill_tokens_per_s_per_gpu"].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = prefill_busy_share(prefill_s_per_request=isl / p, decode_s_per_request=osl / d)
+    stretch = np.where(agg, colocated_tpot_stretch(prefill_share=share), 1.0)
+    f["decode_tpot_s"] = f["tpot_s"]
+    f["tpot_s"] = f["tpot_s"] * stretch
+    f["tokens_per_s_per_user"] = f["decode_tokens_per_s_per_user"] / stretch
+    f["output_tokens_per_s_per_gpu"] = output_tokens_per_s_per_gpu_all_in(
+        isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
+        decode_tokens_per_s_per_gpu=d)
+    f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
+    reasons = np.full(len(agg), "", dtype=object)
+    pfits = f["prefill_fits"].astype(bool)
+    fits = f["fits"].astype(bool) & pfits
+    no_prefill = ~np.isfinite(p)
+    reasons[no_prefill & pfits] = "misses TTFT at every prefill batch"
+    reasons[~pfits] = "prefill does not fit"
+    reasons[~f["fits"].astype(bool)] = "does not fit in HBM"
+    slow = (f["tpot_s"] > tpot_s) if tpot_s is not None else np.zeros(len(agg), bool)
+    reasons[fits & ~no_prefill & slow] = "misses TPOT"
+    f["meets_slo"] = fits & ~no_prefill & ~slow
+    f["reason"] = reasons
+    return pd.DataFrame(f)
+
+
+def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:
+    agg = cand["mode"] == "aggregated"
+    dec = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    pre = gpus_for_load(tokens_per_s=load * isl / osl, tokens_per_s_per_gpu=cand[
+        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"])
+    whole = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    cand["gpus_for_load"] = np.where(agg, whole, dec + pre)
+    cand["decode_gpus_for_load"] = np.where(agg, np.nan, dec)
+    cand["prefill_gpus_for_load"] = np.where(agg, np.nan, pre)
+
+
+def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Feasible candidates first, best on the objective first; ties: fewer GPUs, then the
+    smaller batch and depth (the cheaper deployment to run)."""
+    sign = 1.0 if OBJECTIVES[objective] == "min" else -1.0
+    key = np.where(cand["meets_slo"], sign * cand[objective].astype(float), np.inf)
+    key = np.where(np.isnan(key), np.inf, key)
+    cand = cand.assign(_key=key).sort_values(
+        ["_key", "gpus", "batch_size", "draft_depth"], kind="stable").drop(columns="_key")
+    cand = cand.reset_index(drop=True)
+    rank = cand.groupby("hardware", sort=False).cumcount() + 1
+    cand.insert(0, "rank", np.where(cand["meets_slo"], rank, np.nan))
+    return cand
+
+
+#: Columns of a recommendation, in order.
+RECOMMENDATION_COLUMNS = (
+    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep", "gpus",
+    "low_precision", "kv_precision", "moe_precision", "overlap", "prefill_overlap",
+    "batch_size", "draft_depth",
+    "prefill_batch_size", "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
+    "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
+    "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
+    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason")
+
+
+def _recommend(cand: pd.DataFrame, hws, objective: str) -> pd.DataFrame:
+    rows = []
+    for hw in hws:
+        mine = cand[cand["hardware"] == hw.name]
+        ok = mine[mine["meets_slo"]]
+        if not ok.empty:
+            rows.append(ok.iloc[0].to_dict())
+        else:
+            counts = mine["reason"].value_counts()
+            why = "; ".join(f"{k} ({v})" for k, v in counts.items() if k) or "no candidate"
+            rows.append({"hardware": hw.name, "reason": f"nothing meets the targets: {why}"})
+    recs = pd.DataFrame(rows)
+    cols = [c for c in RECOMMENDATION_COLUMNS if c in recs]
+    recs = recs[cols]
+    if "reason" not in recs:
+        recs["reason"] = ""
+    return recs.reset_index(drop=True)
+
+
+def _front(cand: pd.DataFrame) -> pd.DataFrame:
+    """Non-dominated (tokens/s per user, all-in tokens/s per GPU) per hardware among the
+    candidates that fit and meet TTFT (TPOT is the axis the front trades along)."""
+    ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
+    parts = []
+    for hw, sub in cand[ok].groupby("hardware", sort=False):
+        mask = pareto_mask(sub["tokens_per_s_per_user"].to_numpy(float),
+                           sub["output_tokens_per_s_per_gpu"].to_numpy(float))
+        parts.append(sub[mask].sort_values("tokens_per_s_per_user"))
+    return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
+
+
