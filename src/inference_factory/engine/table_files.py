@@ -1,0 +1,120 @@
+"""The measured tables as files: a CSV parsed once (pandas) and kept as numpy columns in the
+cache folder, and the small frame of numpy columns the efficiency curves select from."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+class Rows:
+    """A measured table as named numpy columns, in the file's order: numbers with the dtype
+    pandas parses them to (int64 or float64), text as ``str`` arrays. What the efficiency
+    curves need of a frame (select rows, add a column), without pandas on the path of an
+    answer; :meth:`to_frame` gives the pandas DataFrame."""
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self._cols = dict(columns)
+        self._n = len(next(iter(self._cols.values()))) if self._cols else 0
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self._cols[column]
+
+    def keys(self):
+        return self._cols.keys()
+
+    def where(self, mask: np.ndarray) -> "Rows":
+        """The rows where ``mask`` holds, in order."""
+        return Rows({k: v[mask] for k, v in self._cols.items()})
+
+    def assign(self, **columns: np.ndarray) -> "Rows":
+        return Rows({**self._cols, **columns})
+
+    def to_frame(self):
+        """The rows as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self._cols)
+
+
+def cache_dir() -> Path | None:
+    """Where derived files are kept between processes: ``$INFERENCE_FACTORY_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/inference-factory`` (``~/.cache/inference-factory``); None if unset and
+    there is no home."""
+    root = os.environ.get("INFERENCE_FACTORY_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache" if Path.home() else None)
+    return Path(base) / "inference-factory" if base else None
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """The columns of a measured CSV table (``#`` lines are comments), parsed by pandas.
+
+    The parsed columns are kept in the cache folder (:func:`cache_dir`, ``tables/``) under the
+    digest of the file's bytes, as numpy arrays (text as codes into its distinct values), so a
+    later process reads them without pandas (~1 ms instead of pandas' ~150 ms import and its
+    parse). An edited file has another digest; a cache that cannot be read or written is
+    passed over (the file is parsed again)."""
+    data = path.read_bytes()
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    root = cache_dir()
+    cached = root / "tables" / f"{path.stem}-{digest}.npz" if root is not None else None
+    if cached is not None and cached.is_file():
+        try:
+            with np.load(cached, allow_pickle=False) as z:
+                return _unpack(z)
+        except Exception:       # noqa: BLE001 (a damaged or foreign file: parse again)
+            pass
+    import io
+
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(data), comment="#")
+    cols = {c: (df[c].to_numpy() if df[c].dtype.kind in "biuf"
+                else np.asarray(df[c].astype(str).to_numpy(), dtype=str)) for c in df.columns}
+    if cached is not None:
+        _write_cache(cached, cols)
+    return cols
+
+
+def _unpack(z) -> dict[str, np.ndarray]:
+    out = {}
+    for name in z["columns"]:
+        name = str(name)
+        out[name] = z[f"l:{name}"][z[f"t:{name}"]] if f"t:{name}" in z.files else z[f"n:{name}"]
+    return out
+
+
+def _write_cache(path: Path, cols: dict[str, np.ndarray]) -> None:
+    """Write the columns atomically (a temporary file renamed into place); errors ignored."""
+    arrays = {"columns": np.asarray(list(cols), dtype=str)}
+    for name, v in cols.items():
+        if v.dtype.kind == "U":
+            labels, codes = np.unique(v, return_inverse=True)
+            arrays[f"l:{name}"], arrays[f"t:{name}"] = labels, codes.astype(np.int32)
+        else:
+            arrays[f"n:{name}"] = v
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
