@@ -90,7 +90,7 @@ THIN = {
     "full": {},
 }
 # per-device overrides: A100's MoE curves (sglang triton / trtllm 1.0) are rougher; x4 fails the
-# engine's leave-one-out bound there (tests/test_measured.py), x2 passes
+# engine's leave-one-out bound there (tests/engine/test_measured.py), x2 passes
 THIN_OVERRIDE = {
     ("compact", "A100-80GB-SXM", "moe"): {"num_tokens": 2},
 }

@@ -4,7 +4,7 @@
 
 Runs the same thing as ``inference-factory validate --cases validation/dev_cases.csv`` and
 replaces the text between the markers in docs/VALIDATION.md with the results table and the
-summary. tests/test_validation.py fails while the block is out of date.
+summary. tests/analysis/test_validation.py fails while the block is out of date.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python docs/schema/generate.py
 
-tests/test_schema.py fails when a committed file differs from what this writes.
+tests/specs/test_schema.py fails when a committed file differs from what this writes.
 """
 
 from pathlib import Path

@@ -70,7 +70,7 @@ def ep_copies_per_token_scale_out_per_expert(*, experts_per_token, n_ranks, doma
 
     DeepEP's low-latency kernels, used in decode, send token x expert messages point to
     point (IBGDA) for latency; they reproduce the published low-latency dispatch/combine
-    times within ~10% (tests/test_components.py), where per-node deduplication does not.
+    times within ~10% (tests/kernels/test_components.py), where per-node deduplication does not.
     """
     n = np.maximum(n_ranks, 1.0)
     return experts_per_token * np.maximum(n - domain_gpus, 0.0) / n

@@ -37,7 +37,7 @@ def expected_distinct_experts_popular(*, expert_hit_prob, tokens):
     (DeepSeek-V3's bins, EP32 with 32 redundant experts): within 3e-15 relative for T >= 1
     (E_d >= k); below one token (a prefill pass mostly served from the cache), where
     E_d -> 0, the relative error grows: up to 7e-9 measured from 1e-6 to 1 token
-    (``tests/test_measured.py``).
+    (``tests/engine/test_measured.py``).
     """
     untouched = 0.0
     for m, q in expert_hit_prob:

@@ -53,7 +53,7 @@ def _interval(op: str, b: list, tables: list) -> tuple[float, float]:
              "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}[op]
         lo, hi = float(f(b[0][0])), float(f(b[0][1]))     # monotone non-decreasing
         if op in ("exp", "log"):    # the compiled ones: within 4 ulp of numpy's (the
-            # tolerance tests/test_tape.py and test_tape_llvm.py hold them to), and
+            # tolerance tests/engine/backends/test_interp.py holds them to), and
             # of the same sign (e^x >= 0; ln x >= 0 from x >= 1, <= 0 up to 1)
             lo = lo - 4.0 * np.spacing(abs(lo)) if lo != 0.0 else 0.0
             hi = hi + 4.0 * np.spacing(abs(hi)) if hi != 0.0 else 0.0
