@@ -176,7 +176,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     ``memo`` (a dict living for one pass) shares the location of a coordinate array in an
     axis between the ops that use both (the GEMMs of a pass share their M).
     ``node_latency``: the 1-D separable case's ln latencies at the nodes,
-    ``grid.values + ln t_0(nodes)``, when the caller has them.
+    ``grid.values + ln t_0(nodes)``, and their differences, when the caller has them.
     Returns the times and a function giving the source code per point (computed only when
     asked for: ``detail="ops"``)."""
     if mode == "separable" and len(grid.axes) == 1:
@@ -258,11 +258,13 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
             memo[key] = (axis, x, log_x, cell, w, above)
     if latency is None:
         latency = values + np.log(roofline(np.exp(axis)))
+        slope = np.diff(latency)
+    else:                           # the caller's (ln latency at the nodes, its differences)
+        latency, slope = latency
     if axis.size == 1:
         out = latency[0] + 0.0 * log_x if is_traced(log_x) else np.full(np.shape(log_x), latency[0])
     else:
         # numpy.interp over the node index, written as a gather: no search per point
-        slope = np.diff(latency)
         out = take(latency, cell) + w * take(slope, cell)
         out = np.array(out) if out.ndim == 0 else out     # writable below
     if above is not None:

@@ -167,7 +167,8 @@ class Curve:
                 nodes = hit[1]
             else:
                 axis = self.grid.axes[0]
-                nodes = self.grid.values + np.log(roofline(np.exp(axis)))
+                lat = self.grid.values + np.log(roofline(np.exp(axis)))
+                nodes = (lat, np.diff(lat))
                 self._nodes[key] = (pure_key[0], nodes)
         t, src = G.interpolate_time(self.grid, list(coords), roofline, mode, memo,
                                     node_latency=nodes)
@@ -191,6 +192,7 @@ class DeviceTables:
         self._frames: dict[str, Rows] = {}
         self._spans: dict[str, bool] = {}
         self._curves: dict[tuple, Curve | None] = {}
+        self._text: dict[tuple, np.ndarray] = {}
         self._has: dict[str, bool] = {}
 
     def kernel_floor_s(self) -> float:
@@ -242,8 +244,13 @@ class DeviceTables:
             return curve
         fam = FAMILIES[family]
         df = self.rows(family)
+        mask = None
         for k, v in exact.items():
-            df = df.where(df[k].astype(str) == str(v))
+            text = self._text.get((family, k))
+            if text is None:            # a key's column as text, once per family
+                text = self._text[(family, k)] = df[k].astype(str)
+            mask = text == str(v) if mask is None else mask & (text == str(v))
+        df = df.where(mask) if mask is not None else df
         curve = None
         if len(df):
             src = G.MEASURED
@@ -280,7 +287,7 @@ class DeviceTables:
         coords = [df[a].astype(float) for a in fam.axes]
         eta = G.grid_from_rows(coords, df["log_ratio"])
         mesh = np.meshgrid(*[np.exp(a) for a in eta.axes], indexing="ij")
-        frame = {c: np.full(mesh[0].shape, df[c][0], dtype=object) for c in df.columns}
+        frame = {c: np.full(mesh[0].shape, df[c][0], dtype=object) for c in fam.args}
         for a, v in zip(fam.axes, mesh):
             frame[a] = v
         frame = {c: np.asarray(v).ravel() for c, v in frame.items()}

@@ -71,7 +71,8 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
     data = path.read_bytes()
     digest = hashlib.blake2b(data, digest_size=16).hexdigest()
     root = cache_dir()
-    cached = root / "tables" / f"{path.stem}-{digest}.npz" if root is not None else None
+    cached = (root / "tables" / f"{path.stem}-{digest}-v{CACHE_FORMAT}.npz"
+              if root is not None else None)
     if cached is not None and cached.is_file():
         try:
             with np.load(cached, allow_pickle=False) as z:
@@ -90,23 +91,47 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
     return cols
 
 
+#: Version of the cached layout (part of the file name: another layout is another file).
+CACHE_FORMAT = 2
+
+
 def _unpack(z) -> dict[str, np.ndarray]:
+    """The columns from their cached layout: one 2-D array per numeric dtype (a row per
+    column), the text columns as rows of codes into one array of their labels."""
+    names, kinds, rows = z["columns"], z["kinds"], z["rows"]
+    groups = {k: z[k] for k in z.files if k.startswith("n:")}
+    codes = z["codes"] if "codes" in z.files else None
+    labels = np.split(z["labels"], np.cumsum(z["label_counts"])[:-1]) if codes is not None else []
     out = {}
-    for name in z["columns"]:
-        name = str(name)
-        out[name] = z[f"l:{name}"][z[f"t:{name}"]] if f"t:{name}" in z.files else z[f"n:{name}"]
+    for name, kind, row in zip(names.tolist(), kinds.tolist(), rows.tolist()):
+        if kind == "t":     # labels of the column's own width (as parsed), then the rows
+            out[name] = np.array(labels[row].tolist(), dtype=str)[codes[row]]
+        else:
+            out[name] = groups[kind][row]
     return out
 
 
 def _write_cache(path: Path, cols: dict[str, np.ndarray]) -> None:
     """Write the columns atomically (a temporary file renamed into place); errors ignored."""
-    arrays = {"columns": np.asarray(list(cols), dtype=str)}
-    for name, v in cols.items():
+    kinds, rows, groups, codes, labels = [], [], {}, [], []
+    for v in cols.values():
         if v.dtype.kind == "U":
-            labels, codes = np.unique(v, return_inverse=True)
-            arrays[f"l:{name}"], arrays[f"t:{name}"] = labels, codes.astype(np.int32)
+            lab, code = np.unique(v, return_inverse=True)
+            kinds.append("t")
+            rows.append(len(codes))
+            codes.append(code.reshape(-1).astype(np.int32))
+            labels.append(lab)
         else:
-            arrays[f"n:{name}"] = v
+            kind = f"n:{v.dtype.str}"
+            kinds.append(kind)
+            rows.append(len(groups.setdefault(kind, [])))
+            groups[kind].append(v)
+    arrays = {"columns": np.asarray(list(cols), dtype=str), "kinds": np.asarray(kinds, dtype=str),
+              "rows": np.asarray(rows, dtype=np.int64),
+              **{k: np.stack(v) for k, v in groups.items()}}
+    if codes:
+        arrays.update(codes=np.stack(codes), labels=np.concatenate(labels),
+                      label_counts=np.asarray([len(x) for x in labels], dtype=np.int64))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -49,10 +49,11 @@ def concrete(x):
 
 def take(values, index):
     """``values.reshape(-1)[index]`` for a concrete table and a concrete or per-point index."""
-    values = np.asarray(values)
-    if is_traced(index):
-        return index.xp_take(values)
-    return values.reshape(-1).take(index)
+    if type(index) in _TRACED:
+        return index.xp_take(np.asarray(values))
+    if type(values) is np.ndarray and values.ndim == 1:     # the common case, no reshape
+        return values.take(index)
+    return np.asarray(values).reshape(-1).take(index)
 
 
 def guarded(mask):
