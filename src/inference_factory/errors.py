@@ -1,5 +1,9 @@
 """The one exception users see: a bad input, explained in one line."""
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class SpecError(ValueError):
     """Bad input: unknown name, wrong type, out-of-range value, missing file.
@@ -18,3 +22,16 @@ def require(module: str | None, what: str, extra: str = "sweeps") -> None:
     if importlib.util.find_spec(module) is None:
         raise SpecError(f"{what} needs the '{module}' package: "
                         f"pip install 'inference-factory[{extra}]'")
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """``repr`` of a value, shortened to one line of at most ``limit`` characters (an
+    integer too long for ``repr`` is described by its digit count)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    try:
+        s = repr(value)
+    except ValueError:
+        s = f"<{type(value).__name__}>"
+    s = s.replace("\n", " ")
+    return s if len(s) <= limit else s[:limit - 3] + "..."

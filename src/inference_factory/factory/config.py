@@ -1,7 +1,7 @@
 """Strict loader of factory scenario configs (``configs/factory.toml`` and friends).
 
 Every key is documented in ``docs/CONFIG.md`` (unit, default, meaning). A file is validated
-once, by :class:`inference_factory.schema.FactoryConfigFile` (an unknown key, a wrong type or an
+once, by :class:`inference_factory.specs.schema.FactoryConfigFile` (an unknown key, a wrong type or an
 out-of-range value is a one-line :class:`SpecError` naming the file and the key), and the
 config is built from the validated model; this module adds only what the schema cannot know:
 inheritance (``extends``), required keys of a config that extends nothing, and the rules that
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..specs import schema
 from ..errors import SpecError
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
@@ -186,9 +185,11 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                 _chain: tuple[Path, ...] = ()) -> FactoryConfig:
     """Load a factory config. ``extends = "other.toml"`` inherits every unset table/key;
     ``baseline = "file.toml"`` names the config ``compare`` runs against. The file is first
-    checked against :class:`~inference_factory.schema.FactoryConfigFile`; an ``extends``
+    checked against :class:`~inference_factory.specs.schema.FactoryConfigFile`; an ``extends``
     chain must name files and must not loop."""
     p = Path(path)
+    from ..specs import schema   # pydantic: imported when a config is read, not with plan
+
     doc = schema.check(schema.FactoryConfigFile, _read_toml(p), str(p))
     extends = doc.extends or ""
     base = None

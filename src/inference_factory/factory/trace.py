@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..specs import schema
-from ..errors import SpecError
+from .. import bounds
+from ..errors import SpecError, show
 from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 
 
@@ -35,7 +35,7 @@ def _is_num(v: Any) -> bool:
 def _check_int(owner: str, name: str, v: Any, minimum: int, maximum: int | None = None) -> None:
     if not _is_int(v) or v < minimum or (maximum is not None and v > maximum):
         allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum:,}]"
-        raise SpecError(f"{owner}: {name} = {schema.show(v)} must be an integer {allowed}")
+        raise SpecError(f"{owner}: {name} = {show(v)} must be an integer {allowed}")
 
 
 def _check_num(owner: str, name: str, v: Any, lo: float, hi: float = math.inf, *,
@@ -90,18 +90,18 @@ class WorkloadClass:
             raise SpecError(f"WorkloadClass: name = {self.name!r} must be a non-empty string")
         who = f"WorkloadClass {self.name!r}"
         _check_num(who, "share", self.share, 0.0, 1.0, lo_open=True)
-        _check_num(who, "prompt_tokens_median", self.prompt_tokens_median, 0.0, schema.MAX_TOKENS,
+        _check_num(who, "prompt_tokens_median", self.prompt_tokens_median, 0.0, bounds.MAX_TOKENS,
                    lo_open=True)
         _check_num(who, "prompt_tokens_sigma", self.prompt_tokens_sigma, 0.0)
-        _check_num(who, "output_tokens_median", self.output_tokens_median, 0.0, schema.MAX_TOKENS,
+        _check_num(who, "output_tokens_median", self.output_tokens_median, 0.0, bounds.MAX_TOKENS,
                    lo_open=True)
         _check_num(who, "output_tokens_sigma", self.output_tokens_sigma, 0.0)
-        _check_int(who, "max_prompt_tokens", self.max_prompt_tokens, 1, schema.MAX_TOKENS)
-        _check_int(who, "max_output_tokens", self.max_output_tokens, 1, schema.MAX_TOKENS)
-        _check_int(who, "system_prompt_tokens", self.system_prompt_tokens, 0, schema.MAX_TOKENS)
-        _check_int(who, "n_system_prompts", self.n_system_prompts, 1, schema.MAX_SYSTEM_PROMPTS)
+        _check_int(who, "max_prompt_tokens", self.max_prompt_tokens, 1, bounds.MAX_TOKENS)
+        _check_int(who, "max_output_tokens", self.max_output_tokens, 1, bounds.MAX_TOKENS)
+        _check_int(who, "system_prompt_tokens", self.system_prompt_tokens, 0, bounds.MAX_TOKENS)
+        _check_int(who, "n_system_prompts", self.n_system_prompts, 1, bounds.MAX_SYSTEM_PROMPTS)
         _check_num(who, "system_prompt_zipf", self.system_prompt_zipf, 0.0)
-        _check_num(who, "turns_mean", self.turns_mean, 1.0, schema.MAX_TURNS_MEAN)
+        _check_num(who, "turns_mean", self.turns_mean, 1.0, bounds.MAX_TURNS_MEAN)
         _check_num(who, "acceptance_rate", self.acceptance_rate, 0.0, 1.0)
         _check_num(who, "expert_skew", self.expert_skew, 0.0)
         if self.max_context_tokens is not None:
@@ -138,8 +138,8 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         who = "WorkloadSpec"
-        _check_int(who, "n_requests", self.n_requests, 1, schema.MAX_REQUESTS)
-        _check_num(who, "arrival_rate_per_s", self.arrival_rate_per_s, 0.0, schema.MAX_RATE_PER_S,
+        _check_int(who, "n_requests", self.n_requests, 1, bounds.MAX_REQUESTS)
+        _check_num(who, "arrival_rate_per_s", self.arrival_rate_per_s, 0.0, bounds.MAX_RATE_PER_S,
                    lo_open=True)
         _check_num(who, "diurnal_amplitude", self.diurnal_amplitude, 0.0, 1.0)
         _check_int(who, "seed", self.seed, 0)

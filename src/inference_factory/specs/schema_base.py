@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       WithJsonSchema)
 
-from ..errors import SpecError
+from ..errors import SpecError, show  # noqa: F401 (re-exported)
 from ..units import PRECISIONS
 
 # --------------------------------------------------------------------------------------------
@@ -90,19 +90,6 @@ Sources = Annotated[dict[str, str], Field(description="free-form table of string
 # --------------------------------------------------------------------------------------------
 # validation with one-line messages
 # --------------------------------------------------------------------------------------------
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """``repr`` of a value, shortened to one line of at most ``limit`` characters (an
-    integer too long for ``repr`` is described by its digit count)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
-    try:
-        s = repr(value)
-    except ValueError:
-        s = f"<{type(value).__name__}>"
-    s = s.replace("\n", " ")
-    return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
 def _unwrap(tp: Any) -> Any:
