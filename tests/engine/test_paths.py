@@ -456,3 +456,40 @@ def test_one_point_calls_equal_the_numpy_list_evaluation(name, taken):
                                                rtol=RTOL["one-point"], err_msg=k)
                 else:
                     np.testing.assert_array_equal(got[k].values, want.values, err_msg=k)
+
+
+def test_a_kept_draft_pass_equals_one_computed_alone(monkeypatch):
+    """The draft pass is kept per draft geometry, batch and context and shared by the overlap
+    policies of one shape: each policy's result equals the one computed with nothing kept, and
+    other batches or contexts do not hit another's pass."""
+    import numpy as np
+
+    from inference_factory.engine import block
+    from inference_factory.engine.arrays import evaluate_arrays
+
+    ax = dict(batch_size=np.array([1.0, 8.0, 64.0])[:, None], draft_depth=np.array([0.0, 2.0]),
+              kv_len=4096.0)
+    kw = dict(tp=1, dp=8, ep=8)
+
+    def both(memo: bool, **extra):
+        monkeypatch.setattr(block, "_DRAFT_PASSES", {})
+        if not memo:
+            monkeypatch.setattr(block, "_DRAFT_MEMO_POINTS", -1)      # nothing kept
+        out = [evaluate_arrays("DeepSeek-V3", "H200-SXM", overlap=ov, **kw, **ax, **extra)
+               for ov in ("none", "two-batch")]
+        kept = len(block._DRAFT_PASSES)
+        monkeypatch.setattr(block, "_DRAFT_MEMO_POINTS", 1 << 14)
+        return out, kept
+    shared, kept = both(True)
+    alone, none_kept = both(False)
+    assert kept == 1 and none_kept == 0           # one pass served both policies
+    for a, b in zip(shared, alone):
+        assert set(a) == set(b)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    other, _ = both(True, prompt_len=1000.0)
+    more = evaluate_arrays("DeepSeek-V3", "H200-SXM", overlap="none", **kw,
+                           **dict(ax, kv_len=8192.0))
+    assert len(block._DRAFT_PASSES) == 2          # another context: its own pass
+    ref = evaluate_arrays("DeepSeek-V3", "H200-SXM", overlap="none", **kw, **ax)
+    assert not np.array_equal(more["decode_draft_s"], ref["decode_draft_s"])
