@@ -13,6 +13,7 @@ import pandas as pd
 from .economics import usd_per_mtok_at
 from .pareto import pareto_mask
 from ..engine import evaluate_arrays
+from ..engine.arrays import invalid_fill
 from ..errors import SpecError
 from ..kernels.serving import (colocated_tpot_stretch, gpus_for_load,
                                output_tokens_per_s_per_gpu_all_in, prefill_busy_share)
@@ -66,8 +67,8 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
     template = next((r for r in got if r is not None), None)
     if template is None:
         return None
-    masked = {k: np.full(np.shape(v), False if np.asarray(v).dtype.kind == "b" else (
-        "" if np.asarray(v).dtype.kind in "OUS" else np.nan)) for k, v in template.items()}
+    masked = {k: np.full(np.shape(v), *invalid_fill(np.asarray(v).dtype))
+              for k, v in template.items()}
     return _ShapeGrid(list(ovs), np.ravel(axes["batch_size"]), np.ravel(axes["draft_depth"]),
                       np.ravel(axes["prefill_batch_size"]),
                       [r if r is not None else masked for r in got])

@@ -167,12 +167,12 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
     if not (as_json or show_ops):       # the report of one point: arrays, no Dataset
         import numpy as np
 
-        from ..engine.arrays import _realism, evaluate_arrays
+        from ..engine.arrays import _realism, evaluate_arrays, realism_mode
 
         m, h = load_model(model), load_hardware(hardware)
         rl = _realism(ideal, realism)
         res = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, **point)
-        mode = "ideal" if rl.is_ideal else ("measured" if rl.measured else "roofline")
+        mode = realism_mode(rl)
         if draft_model:
             point["draft_model"] = draft_model
         click.echo(_roofline_text({k: np.asarray(x).item() for k, x in res.items()},

@@ -56,6 +56,36 @@ def _realism(ideal: bool, realism) -> Realism:
     return Realism.ideal() if ideal else (realism if realism is not None else load_realism())
 
 
+def check_axis_names(kwargs) -> None:
+    """Every keyword names an engine axis (numeric or structural)."""
+    if not _AXIS_NAMES.issuperset(kwargs):
+        unknown = set(kwargs) - _AXIS_NAMES
+        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {sorted(_AXIS_NAMES)}")
+
+
+def check_draft(m: ModelSpec, draft: ModelSpec | None, drafts: bool) -> None:
+    """A draft depth above zero needs a draft: the model's MTP module or a draft model."""
+    if draft is None and m.n_mtp_modules == 0 and drafts:
+        raise SpecError(f"draft_depth > 0 needs a draft: model {m.name!r} has no MTP "
+                        "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+
+
+def realism_mode(rl: Realism) -> str:
+    """How a result was costed: "ideal", "measured" (tables where they cover) or "roofline"."""
+    return "ideal" if rl.is_ideal else ("measured" if rl.measured else "roofline")
+
+
+def invalid_fill(dtype: np.dtype) -> tuple:
+    """(fill value, dtype) of an output at an invalid structural combination: numbers NaN
+    (as floats), flags False, labels empty."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return False, np.dtype(bool)
+    if kind in "OUS":
+        return "", np.dtype(dtype)
+    return np.nan, np.dtype(float)
+
+
 def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
                     ideal: bool = False, realism: Realism | str | None = None,
                     variables: Iterable[str] | None = None,
@@ -72,9 +102,7 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
     as labels; checks and results are :func:`evaluate`'s. A grid of candidates is then one
     vectorized pass, without the Dataset a call of :func:`evaluate` builds around it.
     """
-    if not _AXIS_NAMES.issuperset(kwargs):
-        unknown = set(kwargs) - _AXIS_NAMES
-        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {sorted(_AXIS_NAMES)}")
+    check_axis_names(kwargs)
     rl = _realism(ideal, realism)
     raw: dict[str, Any] = {}
     for k, v in NUMERIC_AXES.items():
@@ -96,9 +124,7 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
         if isinstance(v, (list, tuple)):
             raise SpecError(f"{k} = {v!r}: evaluate_arrays takes one structure; give one value")
     g = validate_struct(m, hw, s, rl, expert_popularity)
-    if draft is None and m.n_mtp_modules == 0 and np.any(np.asarray(raw["draft_depth"]) > 0):
-        raise SpecError(f"draft_depth > 0 needs a draft: model {m.name!r} has no MTP "
-                        "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+    check_draft(m, draft, bool(np.any(np.asarray(raw["draft_depth"]) > 0)))
     res = _select(evaluate_block(g, raw, acc, draft), variables)
     return {k: _labels(np.asarray(v)) if k.endswith("_binding_resource") else np.asarray(v)
             for k, v in res.items() if not k.startswith("_")}

@@ -54,7 +54,7 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
 
 def binding(named: Mapping[str, Any]) -> Any:
     """Index (into ``named``'s order, int8) of the largest part at each point, the first on a
-    tie; the Dataset carries the labels (:func:`.core._to_dataset`)."""
+    tie; the Dataset carries the labels (:func:`.dataset._to_dataset`)."""
     if is_traced(*named.values()):     # traced: the code as a float, per point
         parts, code = list(named.values()), 0.0
     else:

@@ -17,7 +17,7 @@ import xarray as xr
 from xarray.core import indexing as _xr_indexing
 
 from ..axes import NUMERIC_AXES
-from .arrays import _RESOURCE_LABELS, _labels
+from .arrays import _RESOURCE_LABELS, _labels, invalid_fill
 from .inputs import _PARALLEL_MIN
 
 
@@ -33,9 +33,8 @@ def _masked_block(template: xr.Dataset) -> xr.Dataset:
     flags False (``fits``, ``valid``), labels empty."""
     out = template.copy()
     for k, da in template.data_vars.items():
-        kind = da.dtype.kind
-        fill = False if kind == "b" else ("" if kind in "OUS" else np.nan)
-        out[k] = xr.full_like(da, fill, dtype=da.dtype if kind in "bOUS" else float)
+        fill, dtype = invalid_fill(da.dtype)
+        out[k] = xr.full_like(da, fill, dtype=dtype)
     return out
 
 

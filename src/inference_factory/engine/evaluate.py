@@ -24,12 +24,13 @@ from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap  # noqa: F401 (
 from ..errors import SpecError
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.realism import Realism
-from .arrays import _acceptance, _realism, _select, evaluate_arrays  # noqa: F401 (re-exported)
+from .arrays import (_acceptance, _realism, _select, check_axis_names, check_draft,  # noqa: F401
+                     evaluate_arrays, realism_mode)
 from .block import evaluate_block, op_table
 from .dataset import _add_ops, _masked_block, _struct_attrs, _to_dataset, to_dataframe  # noqa: F401
 from .fused import _evaluate_tiled
 from .geometry import validate_struct
-from .inputs import _AXIS_NAMES, _as_axis, _listify
+from .inputs import _as_axis, _listify
 
 
 def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
@@ -84,9 +85,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         variable: kept as one-byte codes until first read (``.values``, ``load()``, a
         DataFrame), then kept as labels; a selection reads its own points only.
     """
-    if not _AXIS_NAMES.issuperset(kwargs):
-        unknown = set(kwargs) - _AXIS_NAMES
-        raise SpecError(f"unknown axis {sorted(unknown)[0]!r}; allowed: {sorted(_AXIS_NAMES)}")
+    check_axis_names(kwargs)
     if detail not in ("resources", "ops"):
         raise SpecError(f"detail = {detail!r} is not one of ['ops', 'resources']")
     rl = _realism(ideal, realism)
@@ -138,9 +137,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     d = axes["draft_depth"]
     any_draft = d > 0 if isinstance(d, float) else bool(np.any(np.asarray(d) > 0))
     for mi, hi, s, g in valid:
-        if draft is None and mi.n_mtp_modules == 0 and any_draft:
-            raise SpecError(f"draft_depth > 0 needs a draft: model {mi.name!r} has no MTP "
-                            "module; give a draft model (draft_model=NAME, CLI --draft-model NAME)")
+        check_draft(mi, draft, any_draft)
         if detail == "ops":
             res = _select(evaluate_block(g, raw_axes, acceptance_by_position, draft, detail),
                           variables)
@@ -180,7 +177,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     ds.attrs.update({
         "title": "inference-factory roofline evaluation",
         "inference_factory_version": __version__,
-        "mode": "ideal" if rl.is_ideal else ("measured" if rl.measured else "roofline"),
+        "mode": realism_mode(rl),
         "realism_source": rl.source,
         "models": ", ".join(f"{x.name} ({x.path})" for x in models),
         "hardware": ", ".join(f"{x.name} ({x.path})" for x in hws),

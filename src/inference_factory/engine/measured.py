@@ -194,6 +194,7 @@ class DeviceTables:
         self._curves: dict[tuple, Curve | None] = {}
         self._text: dict[tuple, np.ndarray] = {}
         self._has: dict[str, bool] = {}
+        self._files: dict[str, Rows] = {}
 
     def kernel_floor_s(self) -> float:
         """Fixed cost of one small kernel on this device: the fastest GEMM measured
@@ -221,7 +222,9 @@ class DeviceTables:
         """The family's rows with ``log_ratio`` = ln(measured / roofline) added."""
         if family not in self._frames:
             fname, filt = _FILES[family]
-            df = Rows(read_table(self.folder / fname))
+            if fname not in self._files:     # families sharing a file read it once
+                self._files[fname] = Rows(read_table(self.folder / fname))
+            df = self._files[fname]
             if filt is not None and filt[0] in df.columns:
                 df = df.where(df[filt[0]] == filt[1])
             fam = FAMILIES[family]
