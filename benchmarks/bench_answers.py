@@ -8,9 +8,10 @@ Workloads (each a fresh ``python -m inference_factory ...`` with PYTHONPATH at t
 
   roofline_warm    one-point ``roofline`` (Llama-3.1-70B, H100-SXM, TP8, batch 64, context
                    4096), caches warm (a run before the timed ones)
-  roofline_fresh   the same with empty compiled-code caches (``NUMBA_CACHE_DIR`` and
-                   ``INFERENCE_FACTORY_CACHE_DIR`` pointed at a new empty folder each time):
-                   the first answer after an install
+  roofline_fresh   the same with empty caches (``NUMBA_CACHE_DIR`` and
+                   ``INFERENCE_FACTORY_CACHE_DIR`` pointed at a new empty folder each time:
+                   numba then neither reads nor writes ``__pycache__``): the first answer
+                   after an install
   plan_4           ``plan -m DeepSeek-V3 -H H100-SXM,H200-SXM,B200,MI355X --gpus 64 --isl 4096
                    --osl 1024 --tpot 50ms``
   validate         ``validate --cases validation/dev_cases.csv``
@@ -60,13 +61,6 @@ def _env(src: Path, fresh: bool) -> tuple[dict[str, str], str | None]:
         env["NUMBA_CACHE_DIR"] = tmp
         env["INFERENCE_FACTORY_CACHE_DIR"] = tmp
     return env, tmp
-
-
-def _clear_numba_pycache(src: Path) -> None:
-    """numba writes its cache beside the source (``__pycache__/*.nbi|*.nbc``) unless
-    ``NUMBA_CACHE_DIR`` is set; a fresh run must not find an older one there either."""
-    for p in src.rglob("__pycache__/*.nb[ic]"):
-        p.unlink()
 
 
 def time_once(root: Path, args: list[str], fresh: bool) -> float:
@@ -123,8 +117,6 @@ def main() -> None:
                 time_once(root, args, False)
         for _ in range(a.reps):
             for v, root in versions.items():
-                if fresh:
-                    _clear_numba_pycache(root / "src")
                 t = time_once(root, args, fresh)
                 best[name][v] = min(best[name].get(v, float("inf")), t)
         if fresh:       # leave warm caches behind for whoever runs next
