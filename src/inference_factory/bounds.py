@@ -31,3 +31,12 @@ MAX_TRACE_MS = 1e11
 MAX_SWEEP_POINTS = 100_000_000
 #: Any price in US dollars (per GPU, per GPU-hour, per million tokens).
 MAX_USD = 1e9
+#: Rows of one tensor-core tile (realism ``tile_m_tokens``): a sanity cap, the largest batch per
+#: GPU a config may ask for (real tiles are 64-256 rows).
+MAX_TILE_M_TOKENS = MAX_BATCH_PER_GPU
+#: A fixed latency of one collective or one layer (realism ``*_latency_us``, ``per_layer_us``):
+#: one second, 5 orders of magnitude above the bundled ones (10-20 us, configs/realism.toml).
+MAX_FIXED_LATENCY_US = 1_000_000
+#: Small kernels per block or passes per layer (realism ``[other_kernels]``): a sanity cap, over
+#: 100x the bundled counts (at most 6, configs/realism.toml).
+MAX_KERNELS_PER_BLOCK = 1_000

@@ -6,6 +6,8 @@ Re-exported by :mod:`.schema`."""
 
 from __future__ import annotations
 
+from ..axes import STRUCT_NUMBERS
+from ..bounds import MAX_FIXED_LATENCY_US, MAX_KERNELS_PER_BLOCK, MAX_TILE_M_TOKENS
 from .schema_base import _Schema, flag, num
 
 
@@ -20,7 +22,7 @@ class RealismGemm(_Schema):
                                    "measured matmul rate")
     use_measured_matmul: flag("use the device's measured matmul rate where it has one")
     small_m: flag("small-M tile padding term on")
-    tile_m_tokens: num(0, 65_536, "rows of one tensor-core tile, tokens")
+    tile_m_tokens: num(0, MAX_TILE_M_TOKENS, "rows of one tensor-core tile, tokens")
 
 
 class RealismAttention(_Schema):
@@ -40,13 +42,14 @@ class RealismLinks(_Schema):
     scale_up_frac: _frac("achieved fraction of the scale-up line rate")
     scale_out_frac: _frac("achieved fraction of the scale-out line rate")
     latency: flag("per-collective latency term on")
-    scale_up_latency_us: num(0, 1_000_000, "latency of one collective over the scale-up links, us")
-    scale_out_latency_us: num(0, 1_000_000, "latency of one collective over the NIC, us")
+    scale_up_latency_us: num(0, MAX_FIXED_LATENCY_US,
+                             "latency of one collective over the scale-up links, us")
+    scale_out_latency_us: num(0, MAX_FIXED_LATENCY_US, "latency of one collective over the NIC, us")
 
 
 class RealismOverhead(_Schema):
     enabled: flag("per-layer overhead term on")
-    per_layer_us: num(0, 1_000_000, "fixed launch/synchronisation cost per layer, us")
+    per_layer_us: num(0, MAX_FIXED_LATENCY_US, "fixed launch/synchronisation cost per layer, us")
 
 
 class RealismOverlap(_Schema):
@@ -65,7 +68,7 @@ class RealismMemory(_Schema):
 
 
 def _kernels(doc: str):
-    return num(0, 1000, doc)
+    return num(0, MAX_KERNELS_PER_BLOCK, doc)
 
 
 class RealismOtherKernels(_Schema):
@@ -79,7 +82,8 @@ class RealismOtherKernels(_Schema):
 
 
 class RealismExperts(_Schema):
-    default_skew: num(0.0, 4.0, "Zipf exponent of routed-expert popularity where none is given")
+    default_skew: num(*STRUCT_NUMBERS["expert_skew"],
+                      "Zipf exponent of routed-expert popularity where none is given")
 
 
 class RealismSpeculative(_Schema):
@@ -88,8 +92,9 @@ class RealismSpeculative(_Schema):
 
 
 class RealismDpAttention(_Schema):
-    default_context_cv: num(0.0, 10.0, "coefficient of variation of context length across "
-                                       "attention-DP ranks where none is given")
+    default_context_cv: num(*STRUCT_NUMBERS["context_cv"],
+                            "coefficient of variation of context length across attention-DP "
+                            "ranks where none is given")
 
 
 class RealismFile(_Schema):
