@@ -98,8 +98,15 @@ def _measured(g: Geom, op: Op, memo=None):
                 t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo,
                                       pure_key=op.pure_key)
                 # no kernel runs faster than the fastest one measured on the device
+                if op.source_cap < G.MEASURED:
+                    src = _capped(src, op.source_cap)
                 return np.maximum(t, tabs.kernel_floor_s()), src
     return None, G.ROOFLINE
+
+
+def _capped(src, cap: int):
+    """A source function whose labels are at most ``cap``."""
+    return lambda: np.minimum(src(), cap).astype(np.int8)
 
 
 def _roofline(g: Geom, op: Op, t_flop, t_byte):
@@ -148,25 +155,25 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
     out_bw = hw.scale_out_bw_bytes_per_s * rl.out_frac
     dom = hw.scale_up_domain_gpus
     if c["kind"] == "allreduce":
-        msg = c["message_bytes"]
+        msg, n = c["message_bytes"], c["n_ranks"]
         if rl.is_ideal:
-            return Cost(op, allreduce_roofline_s(hw, msg, g.tp) if g.tp <= dom else
+            return Cost(op, allreduce_roofline_s(hw, msg, n) if n <= dom else
                         kcomm.hierarchical_allreduce_s(
-                            message_bytes=msg, n_ranks=g.tp, domain_gpus=dom,
+                            message_bytes=msg, n_ranks=n, domain_gpus=dom,
                             scale_up_bytes_per_s=hw.scale_up_bw_bytes_per_s,
                             scale_out_bytes_per_s=hw.scale_out_bw_bytes_per_s,
                             scale_up_latency_s=0.0, scale_out_latency_s=0.0), "comm", G.ROOFLINE)
-        if g.tp <= dom and rl.measured:
-            t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, g.tp),
+        if n <= dom and rl.measured:
+            t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, n),
                                     memo=memo)
             if t is not None:
                 return Cost(op, t, "comm", src)
-        if g.tp <= dom:
-            t = kcomm.ring_allreduce_s(message_bytes=msg, n_ranks=g.tp, link_bytes_per_s=up_bw,
+        if n <= dom:
+            t = kcomm.ring_allreduce_s(message_bytes=msg, n_ranks=n, link_bytes_per_s=up_bw,
                                        latency_s=rl.up_latency_s)
         else:
             t = kcomm.hierarchical_allreduce_s(
-                message_bytes=msg, n_ranks=g.tp, domain_gpus=dom, scale_up_bytes_per_s=up_bw,
+                message_bytes=msg, n_ranks=n, domain_gpus=dom, scale_up_bytes_per_s=up_bw,
                 scale_out_bytes_per_s=out_bw, scale_up_latency_s=rl.up_latency_s,
                 scale_out_latency_s=rl.out_latency_s)
         return Cost(op, t, "comm", G.ROOFLINE)

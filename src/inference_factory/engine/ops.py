@@ -18,6 +18,7 @@ from .. import units
 from ..kernels import attention as katt
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
+from . import grid as G
 from . import measured as M
 from .geometry import Geom, Layers
 
@@ -49,25 +50,32 @@ class Op:
     pure_key: Any = None         # what pure_fn is a function of besides ``coords`` (hashable,
     #                              its first item the hardware spec): its values at a table's
     #                              nodes are then computed once (Curve.time_s)
+    source_cap: int = 3          # best source label the op may carry (grid.SOURCES; a
+    #                              substitute dtype's rows: extrapolated)
 
 
-def gemm_dtype(prec: str, native: str, hw=None) -> str:
-    """Measured-table dtype of a GEMM: FP8 weights that ship in FP8 use DeepSeek's 128-block
-    scaling (DeepGEMM, ``fp8_block``); FP8 quantised from 16 bits uses per-tensor scales.
-    FP4 weights that ship as MXFP4 (gpt-oss) run MXFP4 x MXFP8 kernels where the device has
-    FP8 tensor cores (else MXFP4 x BF16); FP4 quantised from more bits uses NVFP4."""
-    if prec == "fp8":
-        return "fp8_block" if native == "fp8" else "fp8"
-    if prec == "fp4":
-        if native == "fp4":
-            return ("w4a8_mxfp4_mxfp8" if hw is None or "fp8" in hw.dense_flop_per_s
-                    else "w4a16_mxfp4")
-        return "nvfp4"
-    return "bf16"
+def gemm_dtype(fmt: str, hw=None) -> str:
+    """Measured-table dtype of a GEMM whose weights are stored in scaling format ``fmt``
+    (``ModelSpec.quant_format``): FP8 per-tensor (``fp8``) or 128-block (``fp8_block``,
+    DeepGEMM), NVFP4, and MXFP4 run as MXFP4 x MXFP8 kernels where the device has FP8 tensor
+    cores (else MXFP4 x BF16); 16-bit weights read the BF16 tables."""
+    if fmt == "mxfp4":
+        return ("w4a8_mxfp4_mxfp8" if hw is None or "fp8" in hw.dense_flop_per_s
+                else "w4a16_mxfp4")
+    return fmt if fmt in ("fp8", "fp8_block", "nvfp4") else "bf16"
+
+
+#: Measured dtype tried where a family lacks a format's own rows: the same tensor-core
+#: precision in the format the tables hold (the dense GEMM tables have no MXFP4 rows).
+#: ASSUMPTION: MXFP4 and NVFP4 GEMMs run at one FP4 tensor-core rate (the same Blackwell
+#: FP4 peak for both in NVIDIA's B200 datasheet); NVFP4's finer scales (one per 16 against
+#: one per 32) read slightly more bytes, so the substitute is a little pessimistic.
+SUBSTITUTE_DTYPE = {"w4a8_mxfp4_mxfp8": "nvfp4"}
 
 
 def _gemm(g: Geom, name, stage, count, m, n, k, prec):
-    dtype = gemm_dtype(prec, g.m.weight_precision)
+    dtype = gemm_dtype(g.m.quant_format(prec), g.hw) if prec == g.wprec else gemm_dtype(prec)
+    dtype, cap = _table_dtype(g, "gemm", dtype)
     b = units.BYTES_PER_ELEMENT[prec]
     # HBM traffic is accounted as the weights (the hand roofline's convention: activations
     # of a GEMM are small next to its weights in decode, and prefill is compute-bound); the
@@ -79,7 +87,20 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
               precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
               pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k),
-              pure_key=(g.hw, "gemm", dtype, float(n), float(k)))
+              pure_key=(g.hw, "gemm", dtype, float(n), float(k)), source_cap=cap)
+
+
+def _table_dtype(g: Geom, family: str, dtype: str) -> tuple[str, int]:
+    """The dtype whose rows cost an op of ``family``, and the best source label it may
+    carry: ``dtype`` itself, or where the device's table lacks it its
+    :data:`SUBSTITUTE_DTYPE` (labelled extrapolated at best)."""
+    sub = SUBSTITUTE_DTYPE.get(dtype)
+    if sub is None or not g.rl.measured:
+        return dtype, G.MEASURED
+    tabs = M.tables_for(g.hw)
+    if tabs is None or not tabs.has(family) or tabs.curve(family, {"dtype": dtype}, {}) is not None:
+        return dtype, G.MEASURED
+    return sub, G.EXTRAPOLATED
 
 
 def _attention_mode(per_point_parameter) -> str:
@@ -263,12 +284,25 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                               coords=(local,),
                               params={"kind": "alltoall", "tokens": local, "bytes_per_elem": b,
                                     "phase": phase}))
+        elif g.dp > 1:
+            # expert TP under attention DP (SGLang dp-attention with MoE TP): every GPU runs
+            # its slice of every expert on the tokens of all DP ranks, so the tokens are
+            # gathered before the experts (SGLang's dp_gather: an all-reduce of the padded
+            # global buffer) and the partial outputs all-reduced after them over the
+            # instance (then each rank keeps its own rows, dp_scatter)
+            msg = T * g.dp * h * 2.0
+            n = g.n_gpus
+            for name, stage in (("moe_gather", "dispatch"), ("moe_reduce", "combine")):
+                ops.append(Op(name, "comm", stage, L.n_moe, family="allreduce",
+                              keys={"kernel": "custom"}, nearest={"num_gpus": n},
+                              coords=(msg,), params={"kind": "allreduce", "message_bytes": msg,
+                                                     "n_ranks": n}))
     if tp > 1:
         msg = T * h * 2.0
         for stage in ("tp_attn", "tp_ffn"):
             ops.append(Op("allreduce_" + stage[3:], "comm", stage, L.n_total, family="allreduce",
                           keys={"kernel": "custom"}, nearest={"num_gpus": tp}, coords=(msg,),
-                          params={"kind": "allreduce", "message_bytes": msg}))
+                          params={"kind": "allreduce", "message_bytes": msg, "n_ranks": tp}))
 
     # ---- embedding, lm_head, and the small kernels between the GEMMs ----------------------------
     if L.logits:
@@ -291,7 +325,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
 def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     """The routed-expert grouped GEMM of the busiest EP rank."""
     m = g.m
-    dtype = gemm_dtype(g.eprec, m.expert_precision, g.hw)
+    dtype = gemm_dtype(m.quant_format(g.eprec, experts=True), g.hw)
     tokens = T * g.dp                         # unique tokens entering the EP group
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,

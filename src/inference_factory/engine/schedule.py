@@ -56,7 +56,8 @@ def ideal_s(costs: list[Cost]) -> Any:
 def _layer_class(c: Cost, L: Layers) -> tuple[float, float]:
     """Share of an op's calls in (MoE layers, dense-FFN layers), per layer of that class."""
     n = c.op.count
-    if c.op.stream == "comm" and c.op.name in ("dispatch", "combine") or c.op.name in (
+    if c.op.stream == "comm" and c.op.name in ("dispatch", "combine", "moe_gather",
+                                               "moe_reduce") or c.op.name in (
             "moe", "router", "shared_gate_up", "shared_down"):
         return (n / max(L.n_moe, 1), 0.0)
     if c.op.name in ("ffn_gate_up", "ffn_down"):

@@ -17,6 +17,12 @@ from .files import _read_toml
 # models
 # --------------------------------------------------------------------------------------------
 
+#: Scaling formats of quantised weights per precision, the default first: FP8 per-tensor
+#: (TensorRT-LLM / vLLM FP8 checkpoints) or 128x128 block scales (DeepSeek-V3, DeepGEMM);
+#: FP4 with E4M3 scales per 16 (NVFP4, NVIDIA's FP4 checkpoints) or E8M0 scales per 32
+#: (MXFP4, OCP; gpt-oss). The measured tables hold each as its own dtype.
+QUANT_FORMATS = {"fp8": ("fp8", "fp8_block"), "fp4": ("nvfp4", "mxfp4")}
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -54,6 +60,21 @@ class ModelSpec:
     n_mtp_modules: int
     aliases: tuple[str, ...] = ()
     path: str = ""
+    #: scaling format of the stored (quantised) weights and routed experts: one of
+    #: :data:`QUANT_FORMATS` of their precision ("" = the precision's default)
+    weight_format: str = ""
+    expert_format: str = ""
+
+    def quant_format(self, precision: str, experts: bool = False) -> str:
+        """Scaling format of weights served in ``precision``: the checkpoint's own format
+        where it ships in that precision, else the precision's default (quantised from the
+        checkpoint: FP8 per-tensor, NVFP4). The one place a precision becomes a format,
+        whether it comes from the model file, an argument or a config."""
+        stored = self.expert_precision if experts else self.weight_precision
+        fmt = self.expert_format if experts else self.weight_format
+        if precision == stored and fmt:
+            return fmt
+        return QUANT_FORMATS.get(precision, (precision,))[0]
 
     # -- structure ---------------------------------------------------------------------------
     @property
@@ -192,6 +213,19 @@ class ModelSpec:
         return out
 
 
+def _quant_format(path, key: str, fmt: str | None, precision: str) -> str:
+    """The stored format of weights in ``precision`` (the precision's default if unset);
+    SpecError where the format is not one of that precision's."""
+    allowed = QUANT_FORMATS.get(precision, ())
+    if fmt is None:
+        return allowed[0] if allowed else ""
+    if fmt not in allowed:
+        which = "experts" if key == "expert_format" else "weights"
+        raise SpecError(f"{path}: {key} = {fmt!r} is not a format of the {which}' precision "
+                        f"{precision!r}; allowed {list(allowed) or 'none (unquantised)'}")
+    return fmt
+
+
 def _parse_model(path: Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a file checked against
     :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
@@ -228,9 +262,13 @@ def _parse_model(path: Path) -> ModelSpec:
     if moe is not None and moe.experts_per_token > moe.n_routed_experts:
         raise SpecError(f"{path}: moe.experts_per_token = {moe.experts_per_token} exceeds "
                         f"n_routed_experts = {moe.n_routed_experts}")
+    wprec, eprec = f.weight_precision, f.expert_precision or f.weight_precision
+    wfmt = _quant_format(path, "weight_format", f.weight_format, wprec)
+    efmt = _quant_format(path, "expert_format", f.expert_format
+                         or (wfmt if eprec == wprec and wfmt else None), eprec)
     return ModelSpec(
-        name=f.name, hf_repo=f.hf_repo, source=f.source, weight_precision=f.weight_precision,
-        expert_precision=f.expert_precision or f.weight_precision,
+        name=f.name, hf_repo=f.hf_repo, source=f.source, weight_precision=wprec,
+        expert_precision=eprec, weight_format=wfmt, expert_format=efmt,
         n_layers=a.n_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size,
         tied_embeddings=a.tied_embeddings, max_position_embeddings=a.max_position_embeddings,
         attention_kind=kind, n_q_heads=n_q, n_kv_heads=n_kv, head_dim_qk=at.head_dim_qk,

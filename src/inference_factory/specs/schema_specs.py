@@ -152,6 +152,12 @@ class ModelFile(_Schema):
     source: text("source of the architecture values")
     weight_precision: Precision = Field(description="stored weight precision")
     expert_precision: Optional[Precision] = Field(None, description="routed-expert precision")
+    weight_format: Optional[Literal["fp8", "fp8_block", "nvfp4", "mxfp4"]] = Field(
+        None, description="scaling format of the stored quantised weights (default: fp8 "
+        "per-tensor, nvfp4)")
+    expert_format: Optional[Literal["fp8", "fp8_block", "nvfp4", "mxfp4"]] = Field(
+        None, description="scaling format of the stored routed-expert weights (default: "
+        "weight_format where the precisions agree, else fp8 per-tensor, nvfp4)")
     architecture: ModelArchitecture
     attention: ModelAttention
     ffn: ModelFfn
