@@ -64,7 +64,8 @@ def test_leave_one_out_per_family(device):
             continue
         checked += 1
         assert float(np.median(errs)) <= 0.15, (device, name, float(np.median(errs)), errs.size)
-    assert checked >= 3, device
+    # AITER's tables (MI300X / MI355X) hold two families: GEMM and fused MoE
+    assert checked >= min(3, sum(tabs.has(n) for n in M.FAMILIES)), device
 
 
 def test_op_at_a_measured_shape_is_the_measured_latency():
@@ -110,8 +111,8 @@ def test_detail_ops_reports_each_op_and_its_source():
     # the ops of a sequential step add up to the step (no overlap configured)
     total = ds.decode_op_time_s.sum("op")
     np.testing.assert_allclose(total, ds.decode_step_s, rtol=1e-9)
-    # MI-series devices have no tables: every op is on the roofline
-    mi = inf.evaluate("Llama-3.1-8B", "MI300X", batch_size=8, detail="ops")
+    # a device without tables (H20: none in AIConfigurator or AITER): every op on the roofline
+    mi = inf.evaluate("Llama-3.1-8B", "H20-96GB", batch_size=8, detail="ops")
     assert set(np.unique(mi.decode_op_source.values)) - {""} == {"roofline"}
 
 

@@ -295,8 +295,15 @@ class DeviceTables:
             frame[a] = v
         frame = {c: np.asarray(v).ravel() for c, v in frame.items()}
         roof = np.log(fam.roofline_rows(self.hw, frame)).reshape(mesh[0].shape)
-        lat = G.monotone(G.Grid(eta.axes, eta.values + roof))
-        return G.Grid(eta.axes, lat.values - roof)
+        # the envelope is taken over measured cells only: a filled cell (a guess) raises no
+        # other, else one far extrapolation in a sparse grid (AITER's per-model shapes)
+        # lifts every larger shape of its lines; on a full grid this is G.monotone
+        v = eta.values + roof
+        measured = np.full(v.shape, -np.inf)
+        measured[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))] = \
+            v[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))]
+        lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured)).values)
+        return G.Grid(eta.axes, lat - roof)
 
 
 _DEVICES: dict[str, DeviceTables | None] = {}

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""Extract AMD's measured kernel latencies from AITER's tuned tables.
+
+Maintainer tool (not a runtime dependency of inference_factory).  Reads the tuned
+GEMM and fused-MoE CSV tables of AMD's AITER library (``aiter/configs/**/*tuned*.csv``:
+one row per shape with the fastest kernel's measured time ``us``) from a git
+checkout or bare clone of github ROCm/aiter at one commit, and optionally from an
+``amd-aiter`` wheel, and writes compact, deterministic per-device CSV tables in
+the schema of ``calibration/extract_aiconfigurator.py``:
+
+    hardware/measured/MI300X/{gemm,moe}.csv     (gfx942, 304 CUs)
+    hardware/measured/MI355X/{gemm,moe}.csv     (gfx950, 256 CUs)
+    hardware/measured/MANIFEST-aiter.csv, hardware/measured/LICENSE-aiter.txt
+
+    git clone https://github.com/ROCm/aiter aiter-src       # or any clone; --rev picks the commit
+    pip download --no-deps amd-aiter==0.1.7.post2.dev18 -d aiter-wheel   # optional
+    python calibration/extract_aiter.py aiter-src [--rev HEAD] \
+        [--wheel aiter-wheel/amd_aiter-0.1.7.post2.dev18-py3-none-any.whl] \
+        [--out hardware/measured] [--profile compact|full] [--check]
+
+Needs pandas and git.  The data is MIT-licensed, Copyright (c) Advanced Micro
+Devices, Inc.  See calibration/README.md ("Measured kernel latencies from AMD
+AITER") for the selection rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pandas as pd
+
+LICENCE_LINE = ("MIT License, Copyright (c) Advanced Micro Devices, Inc. (ROCm/aiter); "
+                "extracted and reduced by calibration/extract_aiter.py")
+
+FLOAT_FMT = "%.4g"
+
+#: (gfx arch, CU count) of a row -> our hardware/<DEVICE>.toml name.  304 CUs = MI300X
+#: (AMD CDNA3 / MI300X data sheet: 304 compute units; AITER aiter/jit/utils/build_targets.py
+#: GFX_CU_NUM_MAP 'gfx942': 304 "MI300X (SPX, full GPU)"); 256 CUs on gfx950 = MI350 series
+#: (AITER GFX_CU_NUM_MAP 'gfx950': 256 "MI350"; MI355X has 256 CUs, AMD CDNA4 data sheet).
+#: 80 CUs on gfx942 is MI308X (AITER chip_info.py MI308_CHIP_IDS) and is not extracted.
+DEVICES = {("gfx942", 304): "MI300X", ("gfx950", 256): "MI355X"}
+
+#: AITER's own backfill for tables written before the ``gfx`` column existed
+#: (aiter/jit/utils/chip_info.py _LEGACY_CU_NUM_TO_GFX: 256 -> gfx950, 80/304 -> gfx942)
+LEGACY_CU_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}
+
+#: AITER's tuner default accuracy tolerance (aiter/utility/base_tuner.py defaults
+#: "errRatio": 0.05); rows above it, or with an error marker, are dropped
+ERR_RATIO_MAX = 0.05
+
+#: smallest n and k kept (as the NVIDIA extraction): the engine's latency grid is made
+#: non-decreasing along n and k, so one slow odd-shaped small GEMM (n = 16..200, a router or
+#: a draft head) would otherwise raise every larger shape of its line
+GEMM_MIN_NK = 256
+
+#: GEMM m axis in the compact profile: powers of 2 (plus each (dtype, n, k) line's largest m)
+GEMM_M_FACTOR = 2
+
+#: MoE partitions each measured per-rank kernel is written for (see moe_forms)
+MOE_TP = (1, 2, 4, 8)
+MOE_EP = (1, 2, 4, 8)
+
+FP8 = ("torch.float8_e4m3fn", "torch.float8_e4m3fnuz")
+FP4 = ("torch.float4_e2m1fn_x2",)
+BF16 = ("torch.bfloat16",)
+
+#: fused-MoE (activation dtype, weight dtype, quant type) -> table dtype.  The names are the
+#: engine's (engine/table_rooflines.DTYPES): fp8 = per-token/per-tensor scales, fp8_block =
+#: 1x128 blocks, nvfp4 = FP4 x FP4 on FP4 tensor cores (on AMD: MXFP4, 1x32 E8M0 scales),
+#: w4a8_mxfp4_mxfp8 / w4a16_mxfp4 = MXFP4 weights with FP8 / BF16 activations.
+MOE_DTYPES = {
+    **{(a, w, q): "fp8" for a in FP8 for w in FP8 for q in ("QuantType.per_Token",
+                                                             "QuantType.per_Tensor")},
+    **{(a, w, "QuantType.per_1x128"): "fp8_block" for a in FP8 for w in FP8},
+    ("torch.float4_e2m1fn_x2", "torch.float4_e2m1fn_x2", "QuantType.per_1x32"): "nvfp4",
+    **{(a, "torch.float4_e2m1fn_x2", "QuantType.per_1x32"): "w4a8_mxfp4_mxfp8" for a in FP8},
+    ("torch.bfloat16", "torch.float4_e2m1fn_x2", "QuantType.per_1x32"): "w4a16_mxfp4",
+    ("torch.bfloat16", "torch.bfloat16", "QuantType.No"): "bf16",
+}
+
+#: MI300X has no AITER table for FP8 GEMMs with per-token/per-tensor scales (only 1x128
+#: block scales); with --fp8-proxy (off by default) its 'fp8' rows are its 'fp8_block' rows,
+#: marked in kernel_source. Off because the check rejects it: block-scaled GEMMs top out at
+#: ~1000 TFLOPS on MI300X, and with the proxy MLPerf v5.1 Llama-2-70B FP8 offline on MI325X
+#: (validation/dev_cases.csv) comes out 0.58x the measured throughput.
+FP8_PROXY_DEVICES = ("MI300X",)
+
+GEMM_COLS = ["dtype", "m", "n", "k", "latency_us", "backend", "version", "kernel_source"]
+MOE_COLS = ["dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+            "moe_tp", "moe_ep", "distribution", "latency_us", "backend", "version",
+            "kernel_source"]
+GEMM_KEY = ["dtype", "m", "n", "k"]
+MOE_KEY = MOE_COLS[:9]
+
+
+# ---- reading the sources ---------------------------------------------------------------------
+
+def _git(repo: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repo_tables(repo: str, rev: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """(commit, [(version label, path, csv text)]) of every tuned table at ``rev``."""
+    commit = _git(repo, "rev-parse", rev).strip()
+    names = _git(repo, "ls-tree", "-r", "--name-only", commit, "aiter/configs").split()
+    out = []
+    for p in sorted(names):
+        if _is_tuned(p):
+            out.append((commit[:10], p, _git(repo, "show", f"{commit}:{p}")))
+    return commit, out
+
+
+def wheel_tables(wheel: str) -> tuple[str, list[tuple[str, str, str]]]:
+    m = re.match(r"amd_aiter-([^-]+)-", os.path.basename(wheel))
+    version = m.group(1) if m else os.path.basename(wheel)
+    out = []
+    with zipfile.ZipFile(wheel) as z:
+        for p in sorted(z.namelist()):
+            if _is_tuned(p):
+                out.append((version, p, z.read(p).decode()))
+    return version, out
+
+
+def _is_tuned(path: str) -> bool:
+    b = os.path.basename(path)
+    return (path.startswith("aiter/configs/") and b.endswith(".csv") and "tuned" in b
+            and "untuned" not in b)
+
+
+def _kind(path: str) -> str | None:
+    """'gemm', 'moe' or None (a table with no family: batched GEMM, GDN, hipBLASLt asm list,
+    the fused shared-expert MoE without times)."""
+    b = os.path.basename(path)
+    if "batched" in b or "gdn" in b or "fhmoe" in b or b.startswith("asm_"):
+        return None
+    if "fmoe" in b:
+        return "moe"
+    if "gemm" in b:
+        return "gemm"
+    return None
+
+
+def _device_rows(df: pd.DataFrame) -> pd.Series:
+    """Our device name per row (None where not extracted)."""
+    cu = pd.to_numeric(df["cu_num"], errors="coerce")
+    gfx = (df["gfx"].astype(str) if "gfx" in df.columns
+           else cu.map(LEGACY_CU_TO_GFX).astype(str))
+    return pd.Series([DEVICES.get((g, int(c)) if not math.isnan(c) else None)
+                      for g, c in zip(gfx, cu)], index=df.index)
+
+
+def _finite_positive(s: pd.Series) -> pd.Series:
+    v = pd.to_numeric(s, errors="coerce")
+    return np.isfinite(v) & (v > 0)
+
+
+def _err_ok(df: pd.DataFrame, cols) -> pd.Series:
+    ok = pd.Series(True, index=df.index)
+    for c in cols:
+        if c in df.columns:
+            txt = df[c].astype(str).str.strip().str.rstrip("%")
+            v = pd.to_numeric(txt, errors="coerce")
+            scale = np.where(df[c].astype(str).str.contains("%"), 0.01, 1.0)
+            ok &= np.isfinite(v) & (v * scale <= ERR_RATIO_MAX)
+    return ok
+
+
+def gemm_dtype_of(path: str, df: pd.DataFrame) -> pd.Series:
+    b = os.path.basename(path)
+    if "a4w4" in b:
+        return pd.Series("nvfp4", index=df.index)
+    if "blockscale" in b:
+        return pd.Series("fp8_block", index=df.index)
+    if "bf16" in b:
+        ok = df["dtype"].astype(str).isin(BF16) if "dtype" in df.columns else True
+        return pd.Series(np.where(ok, "bf16", ""), index=df.index)
+    if "a8w8" in b:
+        w = df["q_dtype_w"].astype(str) if "q_dtype_w" in df.columns else None
+        if w is None:      # a8w8 tables without q_dtype_w are int8 (older AITER default)
+            return pd.Series("", index=df.index)
+        return pd.Series(np.where(w.isin(FP8), "fp8", ""), index=df.index)  # int8: no dtype
+    return pd.Series("", index=df.index)
+
+
+def read_gemm(version: str, path: str, text: str) -> pd.DataFrame:
+    df = pd.read_csv(io.StringIO(text))
+    if not {"cu_num", "M", "N", "K", "us"} <= set(df.columns) or not len(df):
+        return pd.DataFrame(columns=GEMM_COLS + ["device", "source"])
+    keep = _finite_positive(df["us"]) & _err_ok(df, ("errRatio", "err_ratio"))
+    for c in ("bias", "scaleAB"):
+        if c in df.columns:
+            keep &= df[c].astype(str).str.lower() == "false"
+    df = df.assign(device=_device_rows(df), dtype=gemm_dtype_of(path, df))
+    keep &= (pd.to_numeric(df["N"], errors="coerce") >= GEMM_MIN_NK) & (
+        pd.to_numeric(df["K"], errors="coerce") >= GEMM_MIN_NK)
+    df = df[keep & df["device"].notna() & (df["dtype"] != "")]
+    kn = df["kernelName"].astype(str) if "kernelName" in df.columns else ""
+    return pd.DataFrame({
+        "device": df["device"], "dtype": df["dtype"], "m": df["M"].astype(int),
+        "n": df["N"].astype(int), "k": df["K"].astype(int),
+        "latency_us": df["us"].astype(float), "backend": "aiter", "version": version,
+        "kernel_source": kn, "source": path})
+
+
+def moe_forms(tokens, inter, experts):
+    """The (moe_tp, moe_ep) partitions whose busiest-rank work is one measured kernel.
+
+    An AITER row is one rank's fused MoE: ``token`` tokens, each routed to ``topk`` of
+    ``expert`` local experts (uniform random ids), experts ``inter_dim`` wide.  That is
+    exactly the rank of a TP-t partition of experts ``t * inter_dim`` wide (every rank
+    sees every token), and, to the roofline's counting (token-expert pairs per rank
+    ``N topk / e`` and distinct experts hit, engine/table_rooflines.moe_roofline_s), the
+    rank of an EP-e partition of ``e * expert`` experts with ``N = e * token`` tokens
+    entering the EP group.  Pure partitions only (t = 1 or e = 1), as in the NVIDIA
+    tables.  Yields (num_tokens, inter_size, num_experts, moe_tp, moe_ep)."""
+    for t in MOE_TP:
+        yield tokens, inter * t, experts, t, 1
+    for e in MOE_EP[1:]:
+        yield tokens * e, inter, experts * e, 1, e
+
+
+def read_moe(version: str, path: str, text: str) -> pd.DataFrame:
+    df = pd.read_csv(io.StringIO(text))
+    need = {"cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "us",
+            "q_dtype_a", "q_dtype_w", "q_type"}
+    if not need <= set(df.columns) or not len(df):
+        return pd.DataFrame(columns=MOE_COLS + ["device", "source"])
+    keep = _finite_positive(df["us"]) & _err_ok(df, ("err1", "err2"))
+    for c in ("us1", "us2"):      # a stage that failed is marked -1 (INVALID_TIME) or inf
+        if c in df.columns:
+            v = pd.to_numeric(df[c], errors="coerce")
+            keep &= np.isfinite(v) & (v >= 0)
+    if "use_g1u1" in df.columns:   # gate and up projections (3 expert matrices), as costed
+        keep &= pd.to_numeric(df["use_g1u1"], errors="coerce") == 1
+    keep &= (pd.to_numeric(df["expert"], errors="coerce") > 0) & (
+        pd.to_numeric(df["topk"], errors="coerce") > 0)
+    dt = [MOE_DTYPES.get((a, w, q), "") for a, w, q in zip(
+        df["q_dtype_a"].astype(str), df["q_dtype_w"].astype(str), df["q_type"].astype(str))]
+    df = df.assign(device=_device_rows(df), dtype=dt)
+    df = df[keep & df["device"].notna() & (df["dtype"] != "")]
+    rows = []
+    for r in df.itertuples(index=False):
+        ks = "+".join(str(x) for x in (getattr(r, "kernelName1", ""), getattr(r, "kernelName2", ""))
+                      if isinstance(x, str) and x and x != "nan")   # 1-stage kernels: no stage 2
+        for n, inter, experts, t, e in moe_forms(int(r.token), int(r.inter_dim), int(r.expert)):
+            rows.append((r.device, r.dtype, n, int(r.model_dim), inter, int(r.topk), experts,
+                         t, e, "uniform", float(r.us), "aiter", version,
+                         (f"{ks} [token={int(r.token)} inter_dim={int(r.inter_dim)} "
+                         f"expert={int(r.expert)}]"), path))
+    return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
+
+
+# ---- reduction ---------------------------------------------------------------------------------
+
+def fastest(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """The fastest row of every key; ties broken by version, source, kernel (deterministic)."""
+    df = df.sort_values(key + ["latency_us", "version", "source", "kernel_source"],
+                        kind="mergesort")
+    return df.drop_duplicates(key, keep="first").reset_index(drop=True)
+
+
+def thin_gemm_m(df: pd.DataFrame, factor: int) -> pd.DataFrame:
+    """Keep m = factor^i and each (dtype, n, k) line's largest m (compact profile)."""
+    logm = np.log(df["m"].to_numpy(dtype=float)) / math.log(factor)
+    on_grid = np.isclose(logm, np.round(logm))
+    largest = df["m"] == df.groupby(["dtype", "n", "k"])["m"].transform("max")
+    return df[on_grid | largest.to_numpy()].reset_index(drop=True)
+
+
+def fp8_proxy(df: pd.DataFrame) -> pd.DataFrame:
+    """'fp8' rows from 'fp8_block' rows where a device has no per-token FP8 GEMM table."""
+    blk = df[df["dtype"] == "fp8_block"]
+    have = set(df.loc[df["dtype"] == "fp8", ["n", "k"]].itertuples(index=False, name=None))
+    if have:
+        return df
+    prox = blk.assign(dtype="fp8", kernel_source="fp8_block proxy: " + blk["kernel_source"])
+    return pd.concat([df, prox], ignore_index=True)
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+def _fmt(v):
+    if isinstance(v, (float, np.floating)):
+        return FLOAT_FMT % v
+    return v
+
+
+def write_table(path, df, cols, header_lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        f.writelines(f"# {line}\n" for line in header_lines)
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(cols)
+        for row in df[cols].itertuples(index=False, name=None):
+            w.writerow([_fmt(v) for v in row])
+
+
+def header(device, family, sources, commit, wheel_version, selection, key, note):
+    lines = [(f"AITER measured latencies: {family} on {device} "
+             f"({'gfx942, 304 CUs' if device == 'MI300X' else 'gfx950, 256 CUs'})"),
+             f"Source: github ROCm/aiter commit {commit}"
+             + (f" and the amd-aiter {wheel_version} wheel" if wheel_version else "")
+             + "; tuned tables read (version, path, rows kept):"]
+    lines += [f"  {v} {p} ({n})" for (v, p), n in sorted(sources.items())]
+    lines += [f"Licence: {LICENCE_LINE} (see ../LICENSE-aiter.txt)",
+              ("Units: latency_us = microseconds (AITER `us`: mean device time per call of the "
+              "tuned kernel, torch profiler over rotating input copies, aiter/test_common.py "
+              "perftest), written %.4g"),
+              f"Selection: {selection}",
+              (f"Key: {key} (unique); provenance columns: backend=aiter, version=<commit[:10]> "
+              "or <wheel version>, kernel_source=<kernelName>"),
+              note]
+    return [x for x in lines if x]
+
+
+def extract(repo, rev, wheel, out, profile, proxy=False):
+    commit, tables = repo_tables(repo, rev)
+    wheel_version = None
+    if wheel:
+        wheel_version, wt = wheel_tables(wheel)
+        tables += wt
+    gemm, moe = [], []
+    for version, path, text in tables:
+        kind = _kind(path)
+        if kind == "gemm":
+            gemm.append(read_gemm(version, path, text))
+        elif kind == "moe":
+            moe.append(read_moe(version, path, text))
+    gemm = pd.concat(gemm, ignore_index=True)
+    moe = pd.concat(moe, ignore_index=True)
+    manifest = []
+    for device in sorted(set(DEVICES.values())):
+        folder = os.path.join(out, device)
+        os.makedirs(folder, exist_ok=True)
+        for f in os.listdir(folder):
+            if f.endswith(".csv"):
+                os.remove(os.path.join(folder, f))
+        g = fastest(gemm[gemm["device"] == device], ["device"] + GEMM_KEY)
+        before = len(g)
+        if profile == "compact":
+            g = thin_gemm_m(g, GEMM_M_FACTOR)
+        if proxy and device in FP8_PROXY_DEVICES:
+            g = fp8_proxy(g)
+        g = g.sort_values(GEMM_KEY, kind="mergesort").reset_index(drop=True)
+        m = fastest(moe[moe["device"] == device], ["device"] + MOE_KEY)
+        m = m.sort_values(MOE_KEY, kind="mergesort").reset_index(drop=True)
+        for fam, df, cols, key, sel, note in (
+            ("gemm", g, GEMM_COLS, ",".join(GEMM_KEY),
+             ("tables *tuned_gemm*.csv except batched; dtype from the table: bf16 (bf16_*, "
+             "dtype bfloat16, bias False, scaleAB False), fp8 (a8w8 / a8w8_bpreshuffle with "
+             "q_dtype_w float8: per-token activation and per-channel weight scales), fp8_block "
+             "(a8w8_blockscale*: 1x128 activation / 128x128 weight blocks), nvfp4 (a4w4_blockscale"
+             ": MXFP4 x MXFP4, 1x32 E8M0 scales; named after the engine's FP4 x FP4 dtype); int8 "
+             "rows dropped; us finite and > 0, errRatio <= 0.05; the fastest row per key over "
+             "all tables; n, k >= 256; compact profile: m in {2^i} plus each (dtype,n,k) line's largest m"),
+             f"Note: {before} -> {len(g)} rows" + (
+                 "; 'fp8' rows are the fp8_block rows (kernel_source 'fp8_block proxy: ...'): "
+                 "AITER has no per-token FP8 GEMM table for this device (ASSUMPTION, biases "
+                 "slow)" if proxy and device in FP8_PROXY_DEVICES else "")),
+            ("moe", m, MOE_COLS, ",".join(MOE_KEY),
+             ("tables *tuned_fmoe*.csv (2-stage fused MoE, use_g1u1 = 1: gate+up then down); "
+             "latency_us = AITER `us` = us1 (stage 1: gate/up GEMM + activation) + us2 (stage "
+             "2: down GEMM + weighted sum), i.e. the routed-expert grouped GEMM the engine's "
+             "moe op costs (in newer tables us1 may also carry the activation quant/sort "
+             "kernel, biasing slow by a few us); dtype from (q_dtype_a, q_dtype_w, q_type): "
+             "fp8 per_Token/per_Tensor, fp8_block per_1x128, nvfp4 = fp4 x fp4 per_1x32 "
+             "(MXFP4), w4a8_mxfp4_mxfp8 = fp8 x fp4, w4a16_mxfp4 = bf16 x fp4, bf16 = No; "
+             "MXFP8, int4, int8 dropped; us, us1, us2 finite (us > 0, stages >= 0), err1/err2 "
+             "<= 5%; distribution = uniform (the tuner draws topk ids uniformly at random); "
+             "each row written once per partition whose busiest rank runs it "
+             "(moe_tp in 1,2,4,8 with inter_size = t x inter_dim; moe_ep in 2,4,8 with "
+             "num_experts = e x expert and num_tokens = e x token; kernel_source gives the "
+             "original token/inter_dim/expert); rows with expert = E+1 and topk = k+1 are "
+             "AITER's fused shared expert and are kept as measured; fastest row per key"),
+             (f"Note: {len(m) // max(len(MOE_TP) + len(MOE_EP) - 1, 1)} measured shapes x "
+             f"{len(MOE_TP) + len(MOE_EP) - 1} partitions")),
+        ):
+            if not len(df):
+                continue
+            sources = df.groupby(["version", "source"]).size().to_dict()
+            write_table(os.path.join(folder, f"{fam}.csv"), df, cols,
+                        header(device, fam, sources, commit, wheel_version, sel, key, note))
+            manifest.append((device, fam, len(df), "aiter",
+                             ";".join(sorted(df["version"].unique())),
+                             ";".join(sorted(df["source"].unique()))))
+    with open(os.path.join(out, "MANIFEST-aiter.csv"), "w", newline="") as f:
+        f.write(f"# AITER (github ROCm/aiter {commit}"
+                + (f", amd-aiter {wheel_version} wheel" if wheel_version else "")
+                + f") extraction manifest; {LICENCE_LINE}\n")
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["device", "family", "rows", "backends", "versions", "source_paths"])
+        w.writerows(manifest)
+    lic = _git(repo, "show", f"{commit}:LICENSE")
+    with open(os.path.join(out, "LICENSE-aiter.txt"), "w") as f:
+        f.write("The tables in hardware/measured/MI300X and hardware/measured/MI355X are derived "
+                "from the tuned\nconfiguration CSVs of AMD AITER (https://github.com/ROCm/aiter, "
+                f"commit {commit}),\nextracted by calibration/extract_aiter.py. AITER's licence "
+                "(its LICENSE file at that commit):\n\n")
+        f.write(lic)
+    return manifest
+
+
+def check(out):
+    """Re-read the written tables: unique keys, finite positive latencies, provenance."""
+    for device in sorted(set(DEVICES.values())):
+        for fam, key in (("gemm", GEMM_KEY), ("moe", MOE_KEY)):
+            p = os.path.join(out, device, f"{fam}.csv")
+            if not os.path.exists(p):
+                continue
+            df = pd.read_csv(p, comment="#")
+            assert not df.duplicated(key).any(), (p, "duplicate keys")
+            v = df["latency_us"].to_numpy(dtype=float)
+            assert np.isfinite(v).all() and (v > 0).all(), (p, "latency")
+            for c in ("backend", "version", "kernel_source"):
+                assert df[c].notna().all(), (p, c)
+            print(f"{device} {fam}: {len(df)} rows, dtypes "
+                  f"{','.join(sorted(df['dtype'].unique()))}, latency {v.min():.3g}-"
+                  f"{v.max():.4g} us")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repo", help="git checkout or bare clone of github ROCm/aiter")
+    ap.add_argument("--rev", default="HEAD")
+    ap.add_argument("--wheel", help="amd-aiter wheel (optional second source)")
+    ap.add_argument("--out", default="hardware/measured")
+    ap.add_argument("--profile", choices=("compact", "full"), default="compact")
+    ap.add_argument("--fp8-proxy", action="store_true",
+                    help="write MI300X 'fp8' rows from its fp8_block rows (off: see FP8_PROXY_DEVICES)")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args(argv)
+    for row in extract(a.repo, a.rev, a.wheel, a.out, a.profile, proxy=a.fp8_proxy):
+        print(*row[:5])
+    if a.check:
+        check(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
