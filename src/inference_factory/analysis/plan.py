@@ -3,13 +3,17 @@
 :func:`plan` searches, per hardware type, every instance shape within the GPU budget
 (tensor, attention-data and expert parallelism), aggregated serving (one pool time-shares
 prefill and decode) and prefill/decode disaggregation (two pools, each with its own shape),
-the factory's two precision profiles (its ``low_precision`` lever), the two-batch overlap
+precision profiles (the factory's ``native`` and ``low`` or ones the user states, such as
+``fp8-weights+fp8-kv``; :func:`inference_factory.specs.grammar.parse_precision`), the two-batch overlap
 policy (MoE), the decode batch, the speculative draft depth and the prefill batch. Each
 shape's grid of candidates (overlap x decode batch x draft depth x prefill batch) is one
 vectorized engine pass (:func:`inference_factory.engine.evaluate_arrays`), priced with
 :func:`inference_factory.analysis.economics.usd_per_mtok_at`; nothing here adds physics. The
 recommendation is the candidate that fits in HBM, meets the TTFT and TPOT targets and is best
-on the objective (lowest all-in $/M output tokens by default).
+on the objective (lowest all-in $/M output tokens by default). Each recommendation says
+its ``footing``: the share of its GPU time per request whose cost the engine read from
+measured kernel tables (:func:`inference_factory.analysis.plan_candidates.footing_of`), so a
+ranking across vendors shows which devices are measured and which are roofline-only.
 
 The per-request arithmetic that joins the two phases (all SI, per GPU):
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -45,6 +50,7 @@ import pandas as pd
 from .economics import CostModel, gpu_cost_usd_per_hour
 from ..errors import SpecError
 from ..factory.config import Levers, lever_precisions
+from ..specs.grammar import PrecisionProfile, parse_precision
 from ..specs.prices import resolve_price
 from ..kernels.economics import usd_per_mtok_output_all_in
 from ..kernels.serving import (gpus_for_load,
@@ -52,7 +58,7 @@ from ..kernels.serving import (gpus_for_load,
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 from .plan_candidates import (OBJECTIVES, _candidates, _front, _rank, _recommend,  # noqa: F401
-                              _shape_grid, _size_for_load)
+                              _shape_grid, _size_for_load, add_footing)
 from .plan_config import config_toml, plot_front  # noqa: F401 (re-exported)
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
@@ -92,14 +98,66 @@ def candidate_shapes(model: ModelSpec, hw: HardwareSpec, max_gpus: int) -> list[
     return out
 
 
-def _profiles(m: ModelSpec, hw: HardwareSpec, low: Sequence[bool]) -> list[dict[str, Any]]:
-    """The factory's precision profiles (its low_precision lever), as engine arguments."""
-    out = []
-    for flag in low:
-        prec = lever_precisions(m, hw, Levers(low_precision=flag))
-        if all(p in hw.dense_flop_per_s for p in (prec["weight_precision"],)):
-            out.append({"low_precision": flag, **prec})
-    return out
+def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
+                       ) -> tuple[dict[str, Any] | None, str]:
+    """A precision profile on one device, as engine arguments, and a note.
+
+    The base (``native`` or ``low``) is the factory's lever (:func:`lever_precisions`): it
+    maps a format the device has no tensor cores for to the next one up (MXFP4 weights on
+    H200 computed in FP8), and the note says so. The parts the user named are kept as named;
+    where the device cannot run one, the profile is refused on that device (None) and the
+    note carries the engine's own message (the one check :func:`inference_factory.evaluate`
+    applies, so a format the engine learns to run is accepted here too)."""
+    from ..axes import STRUCT_AXES
+    from ..engine.geometry import validate_struct
+    from ..specs.realism import load_realism
+
+    base = lever_precisions(m, hw, Levers(low_precision=prof.base == "low"))
+    named = dict(prof.overrides)
+    precs = {**base, **named}
+    notes = []
+    natives = [("weight_precision", m.weight_precision, "weights")]
+    if m.is_moe:
+        natives.append(("moe_precision", m.expert_precision, "experts"))
+    for key, native, what in natives:
+        if key not in named and native not in hw.dense_flop_per_s:
+            notes.append(f"{m.name}'s {native} {what} computed at {precs[key]} on {hw.name} "
+                         f"(no {native} tensor cores)")
+    if prof.base == "low" and m.is_moe and "moe_precision" not in named \
+            and "fp4" not in hw.dense_flop_per_s:
+        notes.append(f"low on {hw.name}: experts stay at {precs['moe_precision']} "
+                     "(no fp4 tensor cores)")
+    try:
+        validate_struct(m, hw, {**STRUCT_AXES, **precs}, load_realism())
+    except SpecError as exc:     # the engine's reason, without its file path and advice
+        why = re.sub(r" \([^()]*\.toml\)", "", str(exc)).split(": pass ")[0]
+        return None, f"{prof.label()} refused on {hw.name}: {why}"
+    return {"precision": prof.label(), "low_precision": prof.base == "low", **precs}, \
+        "; ".join(notes)
+
+
+def _profiles(m: ModelSpec, hw: HardwareSpec, profiles: Sequence[PrecisionProfile]
+              ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The profiles a device runs, as engine arguments, and the notes (mappings, refusals)."""
+    out, notes = [], []
+    for prof in profiles:
+        prec, note = profile_precisions(m, hw, prof)
+        if prec is not None:
+            out.append(prec)
+        if note and note not in notes:
+            notes.append(note)
+    return out, notes
+
+
+def _check_profiles(m: ModelSpec, profiles: Sequence[PrecisionProfile]) -> None:
+    """A dense model's profile that names the experts alone changes nothing: an error."""
+    if m.is_moe:
+        return
+    for prof in profiles:
+        o = dict(prof.overrides)
+        if "moe_precision" in o and o.get("weight_precision") != o["moe_precision"]:
+            raise SpecError(f"--precision {prof.label()!r}: {m.name} is dense (no routed "
+                            "experts); name weights or dense instead of experts")
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +193,9 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
          objective: str = "usd_per_mtok_output_all_in",
          load_output_tokens_per_s: float | None = None, modes: Sequence[str] = MODES,
          shapes: Sequence[Mapping[str, int]] | None = None,
-         low_precision: Sequence[bool] = (False, True), overlap: Sequence[str] | None = None,
+         low_precision: Sequence[bool] = (False, True),
+         precision: str | Sequence[str | PrecisionProfile] | None = None,
+         overlap: Sequence[str] | None = None,
          batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
          prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
          min_gpus: int = 1, **kwargs: Any) -> PlanResult:
@@ -164,6 +224,13 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     low_precision : bools
         The factory's precision profiles to try (FP8 KV and dispatch, FP4 experts where the
         device has FP4 tensor cores; or BF16 KV and dispatch at native weights).
+    precision : profile text(s), optional
+        Precision profiles instead of ``low_precision``: ``native``, ``low``, ``both`` or
+        combinations such as ``fp8-weights+fp8-kv``, ``fp4-experts+fp8-kv`` or
+        ``weight=fp8,moe=fp4,kv=fp8`` (:func:`inference_factory.specs.grammar.parse_precision`).
+        Dense models take ``fp8-weights`` / ``fp4-weights`` without a model file of their own.
+        A named part the device cannot run refuses the profile on that device, with the
+        engine's reason in the recommendation (and an error if no device runs any profile).
     overlap : overlap policies, optional
         Default: none and two-batch for a MoE model, none for a dense one.
     batch_size, draft_depth, prefill_batch_size : whole numbers
@@ -195,6 +262,9 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
                                       else [hardware])]
+    profiles = (parse_precision(precision) if precision is not None else
+                tuple(PrecisionProfile("low" if flag else "native") for flag in low_precision))
+    _check_profiles(m, profiles)
     pr = resolve_price(price)
     cost = cost or CostModel()
     draft_model = kwargs.get("draft_model")
@@ -213,14 +283,17 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 prompt_len=grid["prompt_len"], kv_len=grid["kv_len"],
                 final_len=grid["final_len"])
     rows: list[pd.DataFrame] = []
+    notes: dict[str, list[str]] = {}
     for hw in hws:
         hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
             candidate_shapes(m, hw, gpus)
         hw_shapes = [s for s in hw_shapes
                      if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= gpus]
         rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
-        for prof in _profiles(m, hw, low_precision):
-            precs = {k: v for k, v in prof.items() if k != "low_precision"}
+        runs, notes[hw.name] = _profiles(m, hw, profiles)
+        for prof in runs:
+            precs = {k: v for k, v in prof.items() if k.endswith("_precision")
+                     and k != "low_precision"}
             per_shape = []
             for shape in hw_shapes:
                 ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
@@ -229,6 +302,10 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                     per_shape.append((shape, res))
             rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes)
     if not rows:
+        why = "; ".join(n for ns in notes.values() for n in ns if "refused" in n)
+        if why and not any(_profiles(m, hw, profiles)[0] for hw in hws):
+            raise SpecError(f"plan: no precision profile runs on "
+                            f"{', '.join(h.name for h in hws)}: {why}")
         raise SpecError(f"plan: no instance shape of {min_gpus}..{gpus} GPUs is valid for "
                         f"{m.name} on {', '.join(h.name for h in hws)}")
     cand = pd.concat(rows, ignore_index=True)
@@ -238,13 +315,16 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     if load_output_tokens_per_s is not None:
         _size_for_load(cand, load_output_tokens_per_s, isl, osl)
     cand = _rank(cand, objective)
-    recs = _recommend(cand, hws, objective)
+    recs = _recommend(cand, hws, objective, notes)
+    recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=kwargs)
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
                    isl=isl, osl=osl, ttft_s=ttft_s, tpot_s=tpot_s,
                    price=pr.id if pr is not None else None, cost_basis=cost.cost_basis,
                    objective=objective, load_output_tokens_per_s=load_output_tokens_per_s,
                    modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
+                   precision=[p.label() for p in profiles],
+                   precision_notes={h: n for h, n in notes.items() if n},
                    cost=dataclasses.asdict(cost))
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})

@@ -84,6 +84,12 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     skew = float(opts.get("expert_skew", load_realism().default_expert_skew))
     redundant = int(opts.get("redundant_experts", 0))
     desc = f"plan: {m.name} on {r['hardware']}, {r['mode']}"
+    prof = str(r.get("precision") or ("low" if bool(r["low_precision"]) else "native"))
+    prec_note = ([] if prof in ("native", "low") else [
+        f"# Precision profile {prof} (weights {r.get('weight_precision')}, experts "
+        f"{r.get('moe_precision')}, KV {r.get('kv_precision')}): a factory config's levers "
+        "state native or low only;",
+        f"# simulate runs it as low_precision = {_toml_value(bool(r['low_precision']))}."])
     lines = [
         "# Written by 'inference-factory plan': the recommended deployment of "
         f"{m.name} on {r['hardware']}",
@@ -93,6 +99,7 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         f"batch {float(r['batch_size']):g}, draft depth {depth}, "
         f"{out_per_gpu:,.0f} output tokens/s/GPU all-in; arrival rate sized for "
         f"{gpus:g} GPUs at {target_utilization:g} utilization.",
+        *prec_note,
         "",
         f"name = {_toml_value('plan-' + str(r['hardware']).lower())}",
         f"description = {_toml_value(desc)}",

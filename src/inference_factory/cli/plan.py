@@ -15,10 +15,12 @@ from .params import format_option
 
 #: Columns printed as a table (every column goes to csv and json).
 TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
-                 "gpus", "kv_precision", "moe_precision", "overlap", "batch_size", "draft_depth",
+                 "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
+                 "overlap", "batch_size", "draft_depth",
                  "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
                  "decode_binding_resource", "usd_per_mtok_output", "usd_per_mtok_input",
-                 "usd_per_mtok_output_all_in", "gpus_for_load", "reason")
+                 "usd_per_mtok_output_all_in", "gpus_for_load", "footing", "measured_share",
+                 "reason")
 
 
 def _gpus(ctx, param, value):
@@ -54,10 +56,14 @@ def _gpus(ctx, param, value):
 @click.option("--mode", type=click.Choice(["both", "aggregated", "disaggregated"]),
               default="both", show_default=True,
               help="Aggregated (one pool) and/or prefill/decode disaggregation.")
-@click.option("--precision", type=click.Choice(["both", "native", "low"]), default="both",
-              show_default=True,
-              help="Precision profiles: native (BF16 KV) and/or low (FP8 KV and dispatch, FP4 "
-                   "experts where the device has FP4), as the factory's low_precision lever.")
+@click.option("--precision", multiple=True, default=("both",), show_default=True,
+              metavar="PROFILES",
+              help="Precision profiles to try (repeat or comma-separate): native (the model's "
+                   "weights, BF16 KV), low (FP8 KV and dispatch, FP4 experts where the device "
+                   "has FP4), both, or parts PREC-PART joined by '+' (parts: weights, dense, "
+                   "experts, kv, attention, dispatch, combine), e.g. fp8-weights+fp8-kv, "
+                   "fp4-experts+fp8-kv, low+fp8-dense, or weight=fp8,moe=fp4,kv=fp8. A part a "
+                   "device cannot run is refused there, with the reason.")
 @click.option("--parallelism", "-p", multiple=True, type=p.ShapeParam(),
               help="Instance shapes to try instead of the default search (repeat).")
 @click.option("--axis", "-a", "axes", multiple=True, type=p.AxisParam(), callback=p.collect_axes,
@@ -83,7 +89,8 @@ def _gpus(ctx, param, value):
               help="Also write the recommendations in the chosen --format.")
 @format_option
 def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: int, osl: int,
-             ttft: float | None, tpot: float | None, objective: str, mode: str, precision: str,
+             ttft: float | None, tpot: float | None, objective: str, mode: str,
+             precision: tuple[str, ...],
              parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
              load: float | None, price: str | None, cost_basis: str,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
@@ -106,6 +113,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
     from .questions import _names, check_shapes
 
     fmt = chosen_format(fmt, as_json)
+    profiles = g.parse_precision(precision, "--precision")
     hws = _names(hardware) or ["H800-SXM"]
     for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),
                                 (emit_config, (".toml",), "--emit-config")):
@@ -140,8 +148,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
                   load_output_tokens_per_s=load,
                   modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
                   shapes=shapes,
-                  low_precision={"both": (False, True), "native": (False,),
-                                 "low": (True,)}[precision],
+                  precision=profiles,
                   **{k: v for k, v in grids.items()}, **fixed)
     config_text = config_toml(result, price=price) if emit_config is not None else None
     recs = result.recommendations
@@ -155,6 +162,11 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         if load is None:
             shown = shown.drop(columns=[c for c in ("gpus_for_load",) if c in shown])
         text = render(_transpose(shown), fmt, header=head)
+        notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
+                 for n in ns]
+        text += _footing_note(recs)
+        if notes:
+            text += "\n" + "\n".join(f"precision: {n}" for n in notes)
         front = result.front
         text += "\n\n" + render(
             front[["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
@@ -183,6 +195,22 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
                                                           "first recommendation")):
             if path is not None:
                 click.echo(f"wrote {path}: {what}")
+
+
+def _footing_note(recs) -> str:
+    """One line under the table: what each device's costs stand on."""
+    if "footing" not in recs:
+        return ""
+    parts = []
+    for _, r in recs.iterrows():
+        share = r.get("measured_share")
+        pct = f" ({100 * share:.0f}% of GPU time on measured tables)" if (
+            isinstance(share, float) and math.isfinite(share) and r["footing"] != "roofline-only"
+        ) else ""
+        parts.append(f"{r['hardware']} {r['footing'] or 'unknown'}{pct}")
+    return "\nfooting: " + "; ".join(parts) + ("; a roofline-only device ranks on its "
+                                               "datasheet" if any(
+                                                   recs["footing"] == "roofline-only") else "")
 
 
 def _transpose(df):

@@ -109,7 +109,23 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
                 if math.isfinite(float(t))]
             lines += ["", f"{phase} operations (time per step)"]
             lines.append(_table(["OP", "TIME", "RESOURCE", "SOURCE"], rows, right=(1,)))
+        lines += ["", "footing (share of op time per cost source)"]
+        lines += _kv([(phase, _footing_text(ops, phase)) for phase in ("decode", "prefill")],
+                     width=_K)
     return "\n".join(lines)
+
+
+def _footing_text(ops, phase: str) -> str:
+    """``measured 76%, interpolated 18%, ...``: each cost source's share of a pass's op time
+    (:func:`inference_factory.analysis.plan_candidates.op_source_shares`) and the label."""
+    from ..analysis.plan_candidates import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
+                                            op_source_shares)
+
+    sh = op_source_shares(ops[f"{phase}_op_time_s"].values, ops[f"{phase}_op_source"].values)
+    label = footing_label(sum(sh.get(k, 0.0) for k in MEASURED_SOURCES),
+                          sum(sh.get(k, 0.0) for k in TABLE_SOURCES)) if sh else ""
+    return f"{label}: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(
+        sh.items(), key=lambda kv: -kv[1]))
 
 
 @click.command("roofline")
@@ -187,6 +203,7 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         out.update({k: ds[k].values for k in ds.data_vars})
         if show_ops:
             out["op"] = [str(x) for x in ds.op.values]
+            out["footing"] = {ph: _footing_text(ds, ph) for ph in ("decode", "prefill")}
         out["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
         out["inputs"] = dict(point, ideal=ideal, realism=realism,
                              **({"draft_model": draft_model} if draft_model else {}))
