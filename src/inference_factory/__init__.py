@@ -34,6 +34,7 @@ _LAZY = {
     "Realism": ".specs.realism", "load_realism": ".specs.realism",
     "evaluate": ".engine", "to_dataframe": ".engine",
     "plan": ".analysis.plan",
+    "bench": ".analysis.bench",
 }
 
 __all__ = [*_LAZY, "__version__"]

@@ -119,8 +119,10 @@ cli.add_command(sweep_cmd)
 
 # plan (GPU budget and targets -> recommended deployment): plan_cli.py
 from .plan import plan_cmd  # noqa: E402
+from .bench import bench_cmd  # noqa: E402
 
 cli.add_command(plan_cmd)
+cli.add_command(bench_cmd)
 
 # prices list|show, configs list|show: catalog_cli.py
 from .catalog import COMMANDS as _CATALOG_COMMANDS  # noqa: E402

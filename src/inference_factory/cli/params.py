@@ -103,6 +103,23 @@ class ShapeParam(click.ParamType):
         return out
 
 
+class PoolParam(click.ParamType):
+    """A pool of instances: ``N:SHAPE`` (``2:tp=8`` or ``1:dp=8,ep=8``) -> ``{"instances": 2,
+    "tp": 8}``."""
+
+    name = "N:tp=8|N:dp=8,ep=8"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        text_ = str(value)
+        count, sep, shape = text_.partition(":")
+        if not sep or not count.strip().isdigit() or int(count) < 1:
+            raise click.UsageError(f"{_opt(param)} {value}: expected N:SHAPE with N a whole "
+                                   "number >= 1, e.g. 2:tp=8 or 1:dp=8,ep=8", ctx)
+        return {"instances": int(count), **ShapeParam().convert(shape, param, ctx)}
+
+
 class DistributionParam(click.ParamType):
     """A lever's range for ``tornado`` (``NAME=LOW,HIGH``) or a distribution for
     ``montecarlo`` (``NAME=LOW,HIGH`` uniform, ``NAME=tri:LOW:MODE:HIGH`` triangular).

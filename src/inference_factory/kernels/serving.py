@@ -190,3 +190,138 @@ def gpus_for_load(*, tokens_per_s, tokens_per_s_per_gpu, instance_gpus):
     less 1e-9 before the ceiling, so an exact fit takes no extra instance).
     """
     return np.ceil(tokens_per_s / (tokens_per_s_per_gpu * instance_gpus) - 1e-9) * instance_gpus
+
+
+# ---- the closed loop of a serving benchmark (``bench``) ------------------------------------
+# N clients each send a request, wait for its last token and send the next (vllm bench serve
+# --max-concurrency N, zero think time). Per DP rank: M requests in service, B of them
+# decoding, the other M - B waiting for or in their prefill.
+
+def uniform_length_moments(*, max_tokens, range_ratio):
+    r"""Mean and mean square of a length drawn uniformly from the integers
+    :math:`\lfloor rL \rfloor .. L` (vLLM's and InferenceX's random dataset).
+
+    .. math:: \mu = \frac{a + L}{2}, \qquad E[X^2] = \mu^2 + \frac{(L - a + 1)^2 - 1}{12}
+
+    with :math:`a = \lfloor rL \rfloor`. Source: ``sample_random_requests`` in InferenceX's
+    ``utils/bench_serving/benchmark_serving.py`` (``np.random.randint(lower, upper + 1)``).
+    """
+    lo = np.floor(np.asarray(max_tokens, dtype=float) * range_ratio)
+    hi = np.asarray(max_tokens, dtype=float)
+    mean = (lo + hi) / 2.0
+    return mean, mean ** 2 + ((hi - lo + 1.0) ** 2 - 1.0) / 12.0
+
+
+def closed_loop_request_rate_per_s(*, decoding_sequences, decode_step_s, tokens_per_step,
+                                   decode_tokens_per_request, stall_s_per_request=0.0):
+    r"""Requests per second one DP rank completes with B sequences decoding.
+
+    .. math:: X = \frac{B \tau}{(\bar O - 1)\, t_d + B \tau\, s}
+
+    Little's law on the decode phase, :math:`B = X (\bar O - 1)\, TPOT`, solved for X with
+    :math:`TPOT = t_d / (\tau (1 - X s))` (:func:`colocated_tpot_s` with the stall share
+    :math:`f = X s` of :func:`others_prefill_stall_frac`, :math:`s = t_p (M-1)/M`; s = 0 on a
+    decode-only pool). Each request decodes :math:`\bar O - 1` tokens after the first (its
+    prefill makes that one), τ per step of :math:`t_d` s.
+    """
+    return (decoding_sequences * tokens_per_step
+            / (decode_tokens_per_request * decode_step_s
+               + decoding_sequences * tokens_per_step * stall_s_per_request))
+
+
+def colocated_tpot_s(*, decode_step_s, tokens_per_step, stall_frac):
+    r"""Mean time per output token of a sequence on an engine that also prefills.
+
+    .. math:: TPOT = \frac{t_d}{\tau\,(1 - f)}
+
+    While f of the time goes to the prompts of other requests (a prefill pass, or the prompt
+    chunks of mixed steps), the sequence's decode steps wait. This is vLLM's TPOT,
+    (E2E - TTFT) / (O - 1), which counts those stalls.
+    """
+    return decode_step_s / (tokens_per_step * (1.0 - stall_frac))
+
+
+def others_prefill_stall_frac(*, request_rate_per_s, prefill_s_per_request, in_service):
+    r"""Share of a decoding sequence's time spent waiting for the prefills of the others.
+
+    .. math:: f = X\, t_p \, \frac{M - 1}{M}
+
+    X requests per second, each costing :math:`t_p` s of prefill; a request's own prefill
+    comes before its decode, so only the other M - 1 of the M in service stall it.
+    """
+    m = np.maximum(in_service, 1.0)
+    return request_rate_per_s * prefill_s_per_request * (m - 1.0) / m
+
+
+def poll_wait_s(*, recv_interval_steps, decode_step_s, busy_probability):
+    r"""Mean time a new request waits for the scheduler to poll for it.
+
+    .. math:: W_{poll} = p_{busy}\, \frac{k\, t_d}{2}
+
+    SGLang polls for new requests every k decode steps (``--scheduler-recv-interval``; its
+    ``SchedulerRecvSkipper`` counts one per decode step and resets after each prefill) and at
+    once when idle; an arrival lands uniformly within the window. :math:`p_{busy}` is the
+    chance that other sequences are decoding when it arrives (:func:`others_busy_probability`).
+    """
+    return busy_probability * recv_interval_steps * decode_step_s / 2.0
+
+
+def others_busy_probability(*, decode_share, in_service):
+    r"""Chance that at least one of the other M - 1 requests in service is decoding.
+
+    .. math:: p = 1 - (1 - d)^{M - 1}
+
+    d the share of a request's life spent decoding; requests taken as independent (an
+    ASSUMPTION: a closed loop desynchronises them after a few requests).
+    """
+    return 1.0 - (1.0 - np.clip(decode_share, 0.0, 1.0)) ** np.maximum(in_service - 1.0, 0.0)
+
+
+def pass_queue_wait_s(*, utilization, pass_s):
+    r"""Mean wait of a prompt for a prefill pass to start (M/D/1, Pollaczek-Khinchine).
+
+    .. math:: W = \frac{\rho\, t}{2\,(1 - \rho)}
+
+    Passes of t s at utilisation ρ < 1 (clipped at 0.999); arrivals during a pass join the
+    next one. Poisson arrivals are an ASSUMPTION: a closed loop's arrivals are smoother, so W
+    is biased high. Source: Kleinrock, Queueing Systems I (1975), eq. 5.105 with
+    :math:`E[S^2] = t^2`.
+    """
+    rho = np.clip(utilization, 0.0, 0.999)
+    return rho * pass_s / (2.0 * (1.0 - rho))
+
+
+def prompts_per_pass(*, request_rate_per_s, gather_window_s, in_service, max_prompts):
+    r"""Prompts one prefill pass takes: the one that opened it plus those that arrived in
+    the window before it started.
+
+    .. math:: k = \mathrm{clip}(1 + X\, w,\ 1,\ \min(M, k_{max}))
+
+    w the gathering window (the poll interval while decoding; a pass on a prefill-only
+    pool), :math:`k_{max}` the pass's token budget over the prompt length.
+    """
+    return np.clip(1.0 + request_rate_per_s * gather_window_s, 1.0,
+                   np.maximum(np.minimum(in_service, max_prompts), 1.0))
+
+
+def first_wave_ttft_s(*, wave_requests, prompts_per_pass, pass_s):
+    r"""Mean time to first token of the requests of a run's first wave.
+
+    .. math:: \bar T_1 = t\, \frac{\lceil N / k \rceil + 1}{2}
+
+    A benchmark starts its N clients at once on an idle engine (after its warm-ups have
+    drained): the N prompts are prefilled back to back in passes of k, and the j-th pass's
+    prompts see j passes; their mean over the passes.
+    """
+    return pass_s * (np.ceil(wave_requests / np.maximum(prompts_per_pass, 1.0)) + 1.0) / 2.0
+
+
+def kv_transfer_s(*, prompt_tokens, kv_bytes_per_token, link_bytes_per_s, latency_s):
+    r"""Time to move a prompt's KV cache from a prefill to a decode instance.
+
+    .. math:: t = \frac{I\, b_{kv}}{W} + t_0
+
+    I prompt tokens of :math:`b_{kv}` bytes each over the W bytes/s the prefill instance's
+    NICs give together (each GPU sends its shard), plus one scale-out latency.
+    """
+    return prompt_tokens * kv_bytes_per_token / link_bytes_per_s + latency_s

@@ -12,6 +12,7 @@ sweep file         ``configs/sweeps/*.toml``                   :func:`sweep.load
 case file row      ``validation/*.csv`` (one row)              :func:`validation.load_cases`
 trace row          ``*.jsonl`` (Mooncake) / ``*.csv`` (one row)  :func:`factory.workload.load_trace`
 realism constants  ``configs/realism.toml``                    :func:`specs.realism.load_realism`
+serving engines    ``configs/serving_engines.toml``            :func:`specs.engines.load_serving_engine`
 =================  ==========================================  ================================
 
 A loader validates the raw file content against its schema with :func:`check` before it
@@ -58,10 +59,12 @@ from .schema_realism import (RealismAttention, RealismDpAttention, RealismExpert
                              RealismFile, RealismGemm, RealismHbm, RealismLinks, RealismMemory,
                              RealismOtherKernels, RealismOverhead, RealismOverlap,
                              RealismSpeculative, RealismSwitch)
+from .schema_engines import ServingEngineEntry, ServingEnginesFile  # noqa: F401
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "hardware": HardwareFile, "model": ModelFile, "factory_config": FactoryConfigFile,
     "sweep": SweepFile, "case_row": CaseRow, "trace_row": TraceRow, "realism": RealismFile,
+    "serving_engines": ServingEnginesFile,
 }
 
 # --------------------------------------------------------------------------------------------

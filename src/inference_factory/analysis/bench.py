@@ -1,0 +1,367 @@
+"""``bench``: what a closed-loop serving benchmark measures on one deployment, per concurrency.
+
+A benchmark such as ``vllm bench serve --max-concurrency N`` (InferenceX's harness) keeps N
+requests in flight: each client sends a prompt, waits for its last token and sends the next.
+This module finds the steady state of that loop at every N at once (vectorized over
+concurrency; no per-request event loop): how many sequences decode together, how many prompts
+each prefill pass takes, how long prompts wait, and from those TTFT, TPOT, ITL, E2E latency
+and throughput, with the keys and units ``vllm bench serve --save-result`` writes.
+
+The engine (:func:`~inference_factory.engine.arrays.evaluate_arrays`) gives the step times
+at the batch and context mix the loop implies; the closed-loop formulas are in
+:mod:`inference_factory.kernels.serving`; the serving engine's scheduling settings are a
+profile of ``configs/serving_engines.toml`` (:mod:`inference_factory.specs.engines`);
+the tails and the finite run are in :mod:`.bench_metrics`. docs/MODEL.md section 12 states
+every assumption and its bias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..errors import SpecError
+from ..kernels import serving as ks
+from ..specs import load_hardware, load_model
+from ..specs.engines import ServingEngine, load_serving_engine
+
+#: Bisection steps of the fixed point (the bracket shrinks 2^-60: far below any unit).
+_BISECT_STEPS = 60
+#: Default concurrencies (InferenceX's sweep: powers of two).
+DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """``instances`` copies of one instance shape (tensor, attention-data and expert
+    parallel degrees); an instance has tp x dp GPUs and dp attention ranks."""
+
+    instances: int = 1
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.instances * self.tp * self.dp
+
+    @property
+    def ranks(self) -> int:
+        return self.instances * self.dp
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return {"tp": self.tp, "dp": self.dp, "ep": self.ep}
+
+    def label(self) -> str:
+        parts = [f"{k}{v}" for k, v in self.shape.items() if v > 1] or ["tp1"]
+        return " ".join(parts)
+
+
+def _pool(value: Pool | Mapping[str, Any] | None, where: str) -> Pool | None:
+    if value is None or isinstance(value, Pool):
+        return value
+    d = dict(value)
+    bad = sorted(set(d) - {"instances", "tp", "dp", "ep"})
+    if bad:
+        raise SpecError(f"{where}: unknown key {bad[0]!r}; allowed: ['instances', 'tp', 'dp', 'ep']")
+    for k, v in d.items():
+        if isinstance(v, bool) or not float(v).is_integer() or v < 1:
+            raise SpecError(f"{where}: {k} = {v!r} must be a whole number >= 1")
+    return Pool(**{k: int(v) for k, v in d.items()})
+
+
+# ---- step times from the engine ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepTable:
+    """One pool's step times on a grid: decode step at each batch node (at the loop's mean
+    context), prefill pass at each prompts-per-pass node (at the mean prompt)."""
+
+    batch: np.ndarray                # decode batch nodes, sequences per DP rank
+    decode_step_s: np.ndarray
+    tokens_per_step: float
+    decode_binding: np.ndarray
+    prompts: np.ndarray              # prefill prompts-per-pass nodes
+    pass_s: np.ndarray
+    prefill_binding: np.ndarray
+    max_batch: float                 # sequences per DP rank that fit at ISL + OSL
+
+    def decode_s(self, b):
+        return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)
+
+    def prefill_pass_s(self, k):
+        return np.interp(np.maximum(k, 1.0), self.prompts, self.pass_s)
+
+    def decode_resource(self, b):
+        return self.decode_binding[np.abs(np.log(np.maximum(b, 1.0))[..., None]
+                                          - np.log(self.batch)).argmin(-1)]
+
+    def prefill_resource(self, k):
+        return self.prefill_binding[np.abs(np.log(np.maximum(k, 1.0))[..., None]
+                                           - np.log(self.prompts)).argmin(-1)]
+
+
+def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float,
+               decode_context: float, final_len: float, batch_cap: float, max_prompts: float,
+               realism=None) -> StepTable:
+    """Evaluate one pool's decode steps over a batch grid and its prefill passes over a
+    prompts-per-pass grid in one engine call."""
+    from ..engine.arrays import evaluate_arrays
+
+    def grid(top):
+        top = max(float(top), 1.0)
+        return np.unique(np.concatenate([np.round(np.geomspace(1.0, top, 24)), [top]]))
+
+    common = dict(pool.shape, **axes, kv_len=decode_context, prompt_len=mean_prompt,
+                  final_len=final_len, realism=realism)
+    probe = evaluate_arrays(m, hw, batch_size=1.0, variables=["max_batch_size", "fits",
+                                                              "weight_bytes_per_gpu"], **common)
+    max_batch = float(np.asarray(probe["max_batch_size"]).reshape(-1)[0])
+    if max_batch < 1:
+        raise SpecError(
+            f"{m.name} does not fit on {hw.name} at {pool.label()}: "
+            f"{float(np.asarray(probe['weight_bytes_per_gpu']).reshape(-1)[0]) / 1e9:.1f} GB of "
+            f"weights per GPU leave no room for one sequence of {final_len:g} tokens; use "
+            "more GPUs per instance or a lower precision")
+    b = grid(min(batch_cap, max_batch))
+    k = grid(min(max_prompts, b[-1]))
+    r = evaluate_arrays(m, hw, batch_size=b[:, None], prefill_batch_size=k[None, :],
+                        variables=["decode_step_s", "tokens_per_step", "decode_binding_resource",
+                                   "prefill_step_s", "prefill_binding_resource"], **common)
+    col = lambda v: np.broadcast_to(np.asarray(v), (b.size, k.size))  # noqa: E731
+    return StepTable(batch=b, decode_step_s=col(r["decode_step_s"])[:, 0].astype(float),
+                     tokens_per_step=float(np.asarray(r["tokens_per_step"]).reshape(-1)[0]),
+                     decode_binding=col(r["decode_binding_resource"])[:, 0],
+                     prompts=k, pass_s=col(r["prefill_step_s"])[0, :].astype(float),
+                     prefill_binding=col(r["prefill_binding_resource"])[0, :],
+                     max_batch=max_batch)
+
+
+# ---- the fixed point ------------------------------------------------------------------------
+
+@dataclass
+class LoopState:
+    """The steady state per concurrency (arrays), per DP rank where it says so."""
+
+    decoding: np.ndarray             # B: sequences decoding per decode rank
+    in_service: np.ndarray           # M: requests in service per rank (colocated)
+    request_rate_per_s: np.ndarray   # X of the whole deployment
+    decode_step_s: np.ndarray
+    tpot_s: np.ndarray               # mean, stalls included
+    stall_frac: np.ndarray
+    prompts_per_pass: np.ndarray
+    pass_s: np.ndarray
+    prefill_utilization: np.ndarray
+    poll_wait_s: np.ndarray
+    busy_probability: np.ndarray
+    queue_wait_s: np.ndarray
+    cap_wait_s: np.ndarray           # wait for a free slot beyond the request cap
+    transfer_s: np.ndarray
+    ttft_s: np.ndarray               # mean steady-state TTFT (first wave apart)
+    passes_per_s: np.ndarray         # others' prefill passes per second a sequence sees
+
+
+def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: StepTable,
+               decode_ranks: int, prefill_ranks: int, engine: ServingEngine, dp_attention: bool,
+               mean_prompt: float, mean_output: float, pass_prompts_max: float,
+               transfer_s: float = 0.0, engine_time: bool = True) -> LoopState:
+    """Steady state of the closed loop at each concurrency: the decode batch B per rank
+    solving Little's law, ``B + X TTFT(X, B) = N`` per rank (requests are decoding or on
+    their way to their first token), by bisection on B (the left side rises with B)."""
+    c = np.asarray(concurrency, dtype=float)
+    active = np.minimum(float(decode_ranks), c)              # ranks with work
+    n = c / active                                            # requests per rank
+    cap = min(float(engine.max_running_requests), decode.max_batch)
+    hi_b = np.minimum(n, cap)
+    tau = decode.tokens_per_step
+    out_tokens = max(mean_output - 1.0, 1e-9)
+    recv = engine.recv_interval(c, dp_attention) if engine_time else np.ones_like(c)
+    host_d = engine.host_s_per_decode_step if engine_time else 0.0
+    host_p = engine.host_s_per_prefill_pass if engine_time else 0.0
+    prank = (active if colocated else float(prefill_ranks))   # prefill ranks with work
+
+    def state(b):
+        td = decode.decode_s(b) + host_d
+        m_srv = hi_b if colocated else np.full_like(c, np.inf)
+        x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
+                                              tokens_per_step=tau,
+                                              decode_tokens_per_request=out_tokens)
+        k = np.ones_like(c)
+        for _ in range(3):                                    # k <-> X settle in a few rounds
+            xp = x * active / prank                           # per prefill rank
+            window = recv * td if colocated else prefill.prefill_pass_s(k)
+            k = ks.prompts_per_pass(request_rate_per_s=xp, gather_window_s=window,
+                                    in_service=m_srv if colocated else c / prank,
+                                    max_prompts=pass_prompts_max)
+            tp1 = (prefill.prefill_pass_s(k) + host_p) / k
+            s = (ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
+                                              in_service=m_srv) if colocated else 0.0)
+            x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
+                                                  tokens_per_step=tau,
+                                                  decode_tokens_per_request=out_tokens,
+                                                  stall_s_per_request=s)
+        xp = x * active / prank
+        t_pass = prefill.prefill_pass_s(k) + host_p
+        rho = xp * t_pass / k
+        # a prompt queues behind the others' passes only (none at concurrency 1)
+        n_p = m_srv if colocated else c / prank
+        rho_others = rho * (np.maximum(n_p, 1.0) - 1.0) / np.maximum(n_p, 1.0)
+        f = x * s if colocated else np.zeros_like(c)
+        tpot = ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau, stall_frac=f)
+        busy = (ks.others_busy_probability(decode_share=b / np.maximum(m_srv, 1e-9),
+                                           in_service=m_srv) if colocated
+                else (b > 0).astype(float))
+        poll = ks.poll_wait_s(recv_interval_steps=recv, decode_step_s=td, busy_probability=busy)
+        if engine.policy == "mixed" and colocated:
+            # prompt chunks ride on decode steps: the prompt advances (budget - B) tokens a step
+            budget = float(engine.pass_tokens(dp_attention))
+            steps = mean_prompt / np.maximum(budget - b * tau, 1.0)
+            own = steps * td + tp1 * np.minimum(k, 1.0)
+            queue = ks.pass_queue_wait_s(utilization=rho_others, pass_s=own)
+        else:
+            own = t_pass
+            queue = ks.pass_queue_wait_s(utilization=rho_others, pass_s=t_pass)
+        ttft = poll + queue + own + transfer_s
+        return dict(x=x, td=td, tpot=tpot, f=f, k=k, t_pass=t_pass, rho=rho_others, poll=poll,
+                    busy=busy, queue=queue, ttft=ttft, s=s)
+
+    def excess(b):
+        st = state(b)
+        return b + st["x"] * st["ttft"] - n, st
+
+    lo, hi = np.zeros_like(c), hi_b.copy()
+    g_hi, _ = excess(hi)
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (lo + hi)
+        g, _ = excess(np.maximum(mid, 1e-12))
+        up = g > 0
+        hi, lo = np.where(up, mid, hi), np.where(up, lo, mid)
+    # where even a full cap leaves requests over (g(cap) < 0) they queue for a slot
+    b = np.where(g_hi < 0, hi_b, 0.5 * (lo + hi))
+    g, st = excess(np.maximum(b, 1e-12))
+    x = st["x"]
+    cap_wait = np.where(g < 0, -g / np.maximum(x, 1e-300), 0.0)
+    rate = x * active
+    return LoopState(decoding=b, in_service=hi_b, request_rate_per_s=rate,
+                     decode_step_s=st["td"], tpot_s=st["tpot"], stall_frac=st["f"],
+                     prompts_per_pass=st["k"], pass_s=st["t_pass"],
+                     prefill_utilization=st["rho"], poll_wait_s=st["poll"],
+                     busy_probability=st["busy"], queue_wait_s=st["queue"],
+                     cap_wait_s=cap_wait, transfer_s=np.full_like(c, transfer_s),
+                     ttft_s=st["ttft"] + cap_wait,
+                     passes_per_s=(x * np.asarray(st["s"]) / np.maximum(st["t_pass"], 1e-300)
+                                   if colocated else np.zeros_like(c)))
+
+
+# ---- the public entry -----------------------------------------------------------------------
+
+def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp: int = 1,
+          ep: int = 1, prefill_pool: Pool | Mapping[str, Any] | None = None,
+          decode_pool: Pool | Mapping[str, Any] | None = None,
+          weight_precision: str | None = None, moe_precision: str | None = None,
+          kv_precision: str | None = None, attention_precision: str | None = None,
+          draft_depth: int = 0, acceptance_rate: float | None = None,
+          draft_model: str | None = None, isl: int = 1024, osl: int = 1024,
+          range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
+          num_prompts: int | None = None, engine: str | ServingEngine | None = None,
+          engine_time: bool = True, realism: Any = None, seed: int = 0):
+    """Predict ``vllm bench serve`` on one deployment at each concurrency.
+
+    Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
+    ``prefill_pool`` and ``decode_pool`` are given (``Pool(instances, tp, dp, ep)`` or a
+    mapping): disaggregated, prompts prefilled on one pool and decoded on the other. Lengths
+    are uniform in ``[range_ratio x isl, isl]`` and ``[range_ratio x osl, osl]`` (InferenceX:
+    0.8); ``num_prompts`` defaults to 10 x concurrency (InferenceX). ``engine`` names a profile
+    of ``configs/serving_engines.toml`` (default SGLang 0.5.6 as InferenceX runs it);
+    ``engine_time=False`` drops the engine's own time (poll waits, host time).
+
+    Returns an ``xr.Dataset`` over ``concurrency`` whose variables carry
+    ``vllm bench serve --save-result``'s keys and units (``median_ttft_ms``, ``output_throughput``,
+    ...), plus ``num_gpus``, per-GPU throughputs, ``interactivity`` (1000 / median TPOT ms,
+    InferenceX's definition), the binding resources and the state the loop settled on.
+    """
+    from .bench_metrics import run_metrics, to_dataset
+
+    m, hw = load_model(model), load_hardware(hardware)
+    eng = load_serving_engine(engine)
+    conc = _concurrency(concurrency)
+    isl, osl = _whole("isl", isl), _whole("osl", osl)
+    if not (0.0 <= float(range_ratio) <= 1.0):
+        raise SpecError(f"range_ratio = {range_ratio!r} must be a fraction in [0, 1]")
+    if isl + osl > m.max_position_embeddings:
+        raise SpecError(f"isl + osl = {isl + osl} exceeds {m.name}'s context of "
+                        f"{m.max_position_embeddings} tokens")
+    if num_prompts is not None and _whole("num_prompts", num_prompts) < 1:
+        raise SpecError(f"num_prompts = {num_prompts!r} must be >= 1")
+    p_pool, d_pool = _pool(prefill_pool, "prefill_pool"), _pool(decode_pool, "decode_pool")
+    if (p_pool is None) != (d_pool is None):
+        raise SpecError("a disaggregated deployment needs both prefill_pool and decode_pool")
+    colocated = p_pool is None
+    agg = Pool(1, _whole("tp", tp), _whole("dp", dp), _whole("ep", ep))
+    d_pool = agg if colocated else d_pool
+    p_pool = agg if colocated else p_pool
+
+    i_mean, i_sq = ks.uniform_length_moments(max_tokens=isl, range_ratio=float(range_ratio))
+    o_mean, o_sq = ks.uniform_length_moments(max_tokens=osl, range_ratio=float(range_ratio))
+    i_mean, o_mean = float(i_mean), float(o_mean)
+    context = i_mean + float(o_sq) / (2.0 * o_mean)    # token-weighted decode context
+    axes = {k: v for k, v in dict(weight_precision=weight_precision, moe_precision=moe_precision,
+                                  kv_precision=kv_precision,
+                                  attention_precision=attention_precision).items() if v is not None}
+    axes["draft_depth"] = _whole("draft_depth", draft_depth, lo=0)
+    if acceptance_rate is not None:
+        axes["acceptance_rate"] = float(acceptance_rate)
+    extra = {"draft_model": draft_model} if draft_model is not None else {}
+    pass_prompts = max(1.0, np.floor(eng.pass_tokens(p_pool.dp > 1) / i_mean))
+    common = dict(mean_prompt=i_mean, decode_context=context, final_len=float(isl + osl),
+                  realism=realism)
+    d_tab = step_table(m, hw, d_pool, {**axes, **extra}, batch_cap=eng.max_running_requests,
+                       max_prompts=pass_prompts, **common)
+    p_tab = d_tab if colocated else step_table(m, hw, p_pool, {**axes, **extra},
+                                               batch_cap=pass_prompts, max_prompts=pass_prompts,
+                                               **common)
+    transfer = 0.0
+    if not colocated:
+        link = hw.scale_out_bw_bytes_per_s * p_pool.tp * p_pool.dp
+        transfer = float(ks.kv_transfer_s(prompt_tokens=i_mean,
+                                          kv_bytes_per_token=m.kv_bytes_per_token(
+                                              axes.get("kv_precision", "bf16")),
+                                          link_bytes_per_s=link, latency_s=0.0))
+    st = solve_loop(conc, colocated=colocated, decode=d_tab, prefill=p_tab,
+                    decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
+                    dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
+                    pass_prompts_max=pass_prompts, transfer_s=transfer,
+                    engine_time=engine_time)
+    prompts = (np.asarray([10 * c for c in conc], dtype=float) if num_prompts is None
+               else np.full(len(conc), float(num_prompts)))
+    metrics = run_metrics(st, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
+                          range_ratio=float(range_ratio), engine=eng, colocated=colocated,
+                          decode=d_tab, prefill=p_tab, prefill_ranks=p_pool.ranks,
+                          pass_prompts_max=pass_prompts, engine_time=engine_time, seed=seed)
+    gpus = d_pool.gpus if colocated else d_pool.gpus + p_pool.gpus
+    deployment = (agg.label() if colocated else
+                  f"{p_pool.instances}p:{p_pool.label()} + {d_pool.instances}d:{d_pool.label()}")
+    return to_dataset(metrics, st, conc, num_gpus=gpus, model=m.name, hardware=hw.name,
+                      deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
+                      engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
+                      precisions=axes)
+
+
+def _whole(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not float(v).is_integer() or v < lo or v > 1e7:
+        raise SpecError(f"{name} = {v!r} must be a whole number in [{lo}, 10000000]")
+    return int(v)
+
+
+def _concurrency(concurrency) -> list[int]:
+    values = [concurrency] if np.ndim(concurrency) == 0 else list(concurrency)
+    if not values:
+        raise SpecError("concurrency: give at least one value, e.g. 1,2,4,...,512")
+    out = [_whole("concurrency", v) for v in values]
+    if len(set(out)) != len(out):
+        raise SpecError(f"concurrency = {out}: each value once")
+    return sorted(out)

@@ -1,0 +1,172 @@
+"""``inference-factory bench``: what ``vllm bench serve`` (InferenceX's harness) would measure on
+one deployment at each concurrency (thin: parse, call :func:`inference_factory.bench`, print;
+``--compare`` reads measured results and prints the errors)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import units
+from ..errors import SpecError
+from ..output.tables import chosen_format, render
+from ..specs import grammar as g
+from . import params as p
+from .params import format_option
+
+#: Columns of the human table (every variable goes to csv and json).
+TABLE_COLUMNS = ("concurrency", "total_token_throughput_per_gpu", "output_throughput_per_gpu",
+                 "interactivity", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+                 "p99_tpot_ms", "median_e2el_ms", "decode_batch_per_rank",
+                 "prefill_tokens_per_pass", "decode_binding_resource", "prefill_binding_resource")
+_PRECISIONS = click.Choice(list(units.PRECISIONS))
+
+
+def _concurrency(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        values = g.parse_values(value, "--concurrency")
+    except SpecError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    if not all(isinstance(v, int) and v >= 1 for v in values):
+        raise click.UsageError(f"--concurrency {value}: whole numbers >= 1, e.g. 1,2,4,...,512",
+                               ctx)
+    return tuple(values)
+
+
+@click.command("bench")
+@click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
+              help="Model name, alias or TOML path.")
+@click.option("--hardware", "-H", default="B200", show_default=True, help="Hardware name.")
+@click.option("--parallelism", "-p", type=p.ShapeParam(), default=None,
+              help="Aggregated instance shape, e.g. tp=4,ep=4 or dp=8,ep=8 (default tp=1).")
+@click.option("--prefill-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
+              help="Disaggregated: N prefill instances of SHAPE, e.g. 2:tp=8.")
+@click.option("--decode-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
+              help="Disaggregated: N decode instances of SHAPE, e.g. 1:dp=8,ep=8.")
+@click.option("--weight-precision", type=_PRECISIONS, default=None,
+              help="Dense weights (default: the model file's).")
+@click.option("--moe-precision", type=_PRECISIONS, default=None,
+              help="Routed experts (default: the model file's).")
+@click.option("--kv-precision", type=_PRECISIONS, default=None, help="KV cache (default bf16).")
+@click.option("--attention-precision", type=_PRECISIONS, default=None,
+              help="Attention math (default bf16).")
+@click.option("--draft-depth", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Draft tokens per step (MTP or --draft-model).")
+@click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
+              help="Acceptance of the first draft position (default: the engine's 0.8).")
+@click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
+@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Prompt tokens (the largest, with --range-ratio).")
+@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Output tokens (the largest, with --range-ratio).")
+@click.option("--range-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+              help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (InferenceX 0.8).")
+@click.option("--concurrency", "-c", callback=_concurrency, default=None, metavar="LIST",
+              help="Requests in flight, e.g. 1,2,4,...,512 (default that list, or the "
+                   "--compare files' values).")
+@click.option("--num-prompts", type=click.IntRange(min=1), default=None,
+              help="Prompts per run (default 10 x concurrency, as InferenceX).")
+@click.option("--engine", default=None, metavar="PROFILE",
+              help="Serving-engine profile of configs/serving_engines.toml (default "
+                   "sglang-0.5.6; also vllm-v1, ideal).")
+@click.option("--no-engine-time", is_flag=True,
+              help="Drop the engine's own time (poll waits, host time, stream chunks).")
+@click.option("--compare", "compare_paths", multiple=True, metavar="FILE.json",
+              help="Measured results (vllm bench serve --save-result, or InferenceX's processed "
+                   "JSON; a file, JSONL or folder; repeat): print predicted vs measured.")
+@click.option("--num-gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs of the measured runs where the --compare files do not say.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png",
+              help="Draw throughput/GPU vs interactivity and TTFT vs concurrency.")
+@click.option("--output", "-o", default=None, metavar="FILE",
+              help="Also write the result in the chosen --format.")
+@format_option
+def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_precision,
+              moe_precision, kv_precision, attention_precision, draft_depth, acceptance_rate,
+              draft_model, isl, osl, range_ratio, concurrency, num_prompts, engine,
+              no_engine_time, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
+    """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
+    InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
+    throughput (total and per GPU) and interactivity, with vLLM's key names.
+
+    \b
+    inference-factory bench -m DeepSeek-R1 -H B200 -p tp=4,ep=4 --weight-precision fp4 \\
+        --moe-precision fp4 --kv-precision fp8 --isl 8192 --osl 1024 --range-ratio 0.8 \\
+        --concurrency 4,8,16,...,128 --plot bench.png
+    """
+    from ..analysis.bench import DEFAULT_CONCURRENCY, bench
+
+    fmt = chosen_format(fmt, as_json)
+    if plot_path is not None:
+        if not plot_path.lower().endswith((".png", ".svg", ".pdf")):
+            raise SpecError(f"--plot {plot_path!r}: the name must end in .png, .svg or .pdf")
+        from ..errors import require
+        require("matplotlib", f"--plot {plot_path}", extra="plots")
+    if (prefill_pool is None) != (decode_pool is None):
+        raise SpecError("--prefill-pool and --decode-pool go together (a disaggregated "
+                        "deployment needs both)")
+    if prefill_pool is not None and parallelism is not None:
+        raise SpecError("--parallelism is the aggregated shape; with --prefill-pool/"
+                        "--decode-pool give each pool's shape there")
+    measured = None
+    if compare_paths:
+        from ..analysis.bench_results import read_bench_results
+        measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
+        if concurrency is None:
+            concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
+    shape = dict(parallelism or {})
+    ds = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
+               weight_precision=weight_precision, moe_precision=moe_precision,
+               kv_precision=kv_precision, attention_precision=attention_precision,
+               draft_depth=draft_depth, acceptance_rate=acceptance_rate,
+               draft_model=draft_model, isl=isl, osl=osl, range_ratio=range_ratio,
+               concurrency=concurrency or DEFAULT_CONCURRENCY, num_prompts=num_prompts,
+               engine=engine, engine_time=not no_engine_time)
+    df = ds.to_dataframe().reset_index()
+    a = ds.attrs
+    head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
+            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
+            f"{'' if not no_engine_time else ' without its own time'}")
+    if measured is not None:
+        text = _comparison_text(df, measured, fmt, head)
+    elif fmt in ("table", "markdown"):
+        text = render(df[[c for c in TABLE_COLUMNS if c in df]], fmt, header=head)
+    elif fmt == "json":
+        from ..output.files import json_text
+        from ..output.tables import records
+        text = json_text({"points": records(df), "attrs": dict(a)})
+    else:
+        text = render(df, fmt)
+    if output is not None:
+        from ..output.files import write_text_atomic
+        write_text_atomic(output, text + "\n")
+    if plot_path is not None:
+        from ..output.bench_plot import plot_bench
+        plot_bench([(f"{a['hardware']} {a['deployment']}", df)], plot_path, measured=measured)
+    click.echo(text)
+    if plot_path is not None and fmt in ("table", "markdown"):
+        click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")
+
+
+def _comparison_text(df, measured, fmt: str, head: str) -> str:
+    """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``)."""
+    from ..analysis.bench_results import compare_results, summarize_comparison
+
+    cmp = compare_results(df, measured)
+    summary = summarize_comparison(cmp)
+    if fmt == "json":
+        from ..output.files import json_text
+        from ..output.tables import records
+        return json_text({"points": records(cmp), "summary": summary})
+    if fmt == "csv":
+        return render(cmp, fmt)
+    rows = [{"metric": k, "points": v["n"], "median |ln|": v["median_abs_ln"],
+             "worst |ln|": v["worst_abs_ln"], "at concurrency": v["worst_at_concurrency"],
+             "pred/meas (geo. mean)": v["geomean_ratio"]}
+            for k, v in summary["metrics"].items()]
+    text = render(cmp, fmt, header=head + " -- predicted vs measured")
+    text += "\n\n" + render(rows, fmt, header=f"summary over {summary['n_points']} points"
+                            + (f"; {summary['n_unmatched']} measured points without a "
+                               f"prediction" if summary["n_unmatched"] else ""))
+    return text

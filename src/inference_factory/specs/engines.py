@@ -1,0 +1,90 @@
+"""Serving-engine profiles: how an engine schedules a closed-loop benchmark.
+
+The settings live in ``configs/serving_engines.toml`` (each with the server flag or source
+file it was read from); this module loads them strictly (schema
+:class:`~inference_factory.specs.schema_engines.ServingEnginesFile`) into frozen
+:class:`ServingEngine` objects. ``bench`` (:mod:`inference_factory.analysis.bench`) reads one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SpecError
+from .catalog import _cached
+from .files import _read_toml, data_dir
+
+
+@dataclass(frozen=True)
+class ServingEngine:
+    """One engine's scheduling settings, resolved for a deployment with :meth:`for_run`."""
+
+    name: str
+    description: str
+    policy: str
+    prefill_tokens_per_pass: int
+    prefill_tokens_per_pass_dp_attention: int
+    max_running_requests: int
+    recv_interval_steps: int
+    recv_interval_steps_high: int
+    recv_interval_high_from_concurrency: int
+    recv_interval_steps_dp_attention: int
+    stream_interval_tokens: int
+    host_s_per_decode_step: float
+    host_s_per_prefill_pass: float
+    path: str = ""
+
+    def pass_tokens(self, dp_attention: bool) -> int:
+        """Prompt tokens one prefill pass (or one mixed step) takes per DP rank."""
+        return (self.prefill_tokens_per_pass_dp_attention if dp_attention
+                else self.prefill_tokens_per_pass)
+
+    def recv_interval(self, concurrency, dp_attention: bool):
+        """Decode steps between two polls for new requests at each concurrency (an array)."""
+        import numpy as np
+
+        c = np.asarray(concurrency, dtype=float)
+        if dp_attention:
+            return np.full(c.shape, float(self.recv_interval_steps_dp_attention))
+        return np.where(c >= self.recv_interval_high_from_concurrency,
+                        float(self.recv_interval_steps_high), float(self.recv_interval_steps))
+
+
+def list_serving_engines(path: str | os.PathLike | None = None) -> list[str]:
+    """The profile names of the engines file (default: the bundled one)."""
+    return sorted(_load(path)[1])
+
+
+def load_serving_engine(name: str | None = None,
+                        path: str | os.PathLike | None = None) -> ServingEngine:
+    """The profile ``name`` (default: the file's ``default``) of ``configs/serving_engines.toml``
+    or of the file at ``path``; an unknown name is a one-line error listing the names."""
+    if isinstance(name, ServingEngine):
+        return name
+    default, engines, p = _load(path)
+    key = default if name is None else str(name)
+    if key not in engines:
+        raise SpecError(f"{p}: engine = {key!r} is not a profile; allowed: {sorted(engines)}")
+    return engines[key]
+
+
+def _load(path):
+    p = Path(path) if path is not None else data_dir("configs") / "serving_engines.toml"
+    if not p.is_file():
+        raise SpecError(f"{p}: file not found")
+    return _cached(p, _parse)
+
+
+def _parse(p: Path):
+    from .schema_base import check
+    from .schema_engines import ServingEnginesFile
+
+    f = check(ServingEnginesFile, _read_toml(p), str(p))
+    engines = {k: ServingEngine(name=k, path=str(p), **e.model_dump())
+               for k, e in f.engines.items()}
+    if f.default not in engines:
+        raise SpecError(f"{p}: default = {f.default!r} is not a profile; allowed: "
+                        f"{sorted(engines)}")
+    return f.default, engines, p

@@ -1,0 +1,90 @@
+"""``inference-factory bench`` on the command line: vLLM's keys in JSON, the table, the plot,
+``--compare`` against a hand-made ``vllm bench serve --save-result`` file, clean errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from inference_factory.cli import cli
+
+from tests.cli_helpers import fails, ok
+
+BASE = ["bench", "-m", "Llama-3.1-70B", "-H", "H100-SXM", "-p", "tp=8", "--weight-precision",
+        "fp8", "--isl", "1024", "--osl", "256"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="inference-factory")
+
+
+def test_json_has_one_point_per_concurrency_with_vllm_keys():
+    out = json.loads(ok(run(*BASE, "-c", "1,4,16", "--json")))
+    points = out["points"]
+    assert [p["max_concurrency"] for p in points] == [1, 4, 16]
+    for key in ("median_ttft_ms", "p99_tpot_ms", "mean_itl_ms", "median_e2el_ms",
+                "total_token_throughput", "output_throughput_per_gpu", "interactivity",
+                "decode_binding_resource", "num_gpus"):
+        assert key in points[0]
+    assert out["attrs"]["engine"] == "sglang-0.5.6"
+
+
+def test_table_and_plot(tmp_path):
+    path = tmp_path / "b.png"
+    text = ok(run(*BASE, "-c", "1,2,4,...,64", "--plot", str(path)))
+    assert "interactivity" in text and "Llama-3.1-70B on H100-SXM tp8 (8 GPUs)" in text
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_disaggregated_pools_count_every_gpu():
+    out = json.loads(ok(run("bench", "-m", "Llama-3.1-70B", "-H", "H100-SXM",
+                            "--weight-precision", "fp8", "--prefill-pool", "2:tp=8",
+                            "--decode-pool", "1:tp=8", "-c", "8", "--json")))
+    assert out["points"][0]["num_gpus"] == 24
+    assert out["attrs"]["deployment"] == "2p:tp8 + 1d:tp8"
+
+
+def test_compare_reproduces_the_measured_file(tmp_path):
+    # a hand-made vLLM result (keys of vllm bench serve --save-result) at two concurrencies
+    files = []
+    for conc, tput, ttft, tpot in ((4, 3100.0, 150.0, 11.0), (16, 9000.0, 260.0, 16.5)):
+        rec = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-70B", "num_prompts": 10 * conc,
+               "max_concurrency": conc, "duration": 100.0, "completed": 10 * conc,
+               "total_input_tokens": 10240 * conc, "total_output_tokens": 2560 * conc,
+               "request_throughput": conc / 10.0, "output_throughput": tput / 5,
+               "total_token_throughput": tput, "mean_ttft_ms": ttft, "median_ttft_ms": ttft,
+               "std_ttft_ms": 1.0, "p99_ttft_ms": 2 * ttft, "mean_tpot_ms": tpot,
+               "median_tpot_ms": tpot, "std_tpot_ms": 0.5, "p99_tpot_ms": 1.2 * tpot,
+               "mean_itl_ms": tpot, "median_itl_ms": tpot, "std_itl_ms": 1.0,
+               "p99_itl_ms": 3 * tpot, "mean_e2el_ms": 4000.0, "median_e2el_ms": 4000.0,
+               "std_e2el_ms": 10.0, "p99_e2el_ms": 5000.0, "metadata": "num_gpus=8"}
+        f = tmp_path / f"c{conc}.json"
+        f.write_text(json.dumps(rec))
+        files.append(str(f))
+    out = json.loads(ok(run(*BASE, "--compare", files[0], "--compare", files[1], "--json")))
+    pts = {p["max_concurrency"]: p for p in out["points"]}
+    assert sorted(pts) == [4, 16]                  # the concurrencies come from the files
+    assert pts[4]["median_ttft_ms_measured"] == 150.0
+    assert pts[16]["median_tpot_ms_measured"] == 16.5
+    assert pts[16]["interactivity_measured"] == pytest.approx(1000 / 16.5)
+    p = pts[16]
+    assert p["median_tpot_ms_abs_ln"] == pytest.approx(
+        abs(math.log(p["median_tpot_ms_predicted"] / 16.5)))
+    assert out["summary"]["n_points"] == 2
+    text = ok(run(*BASE, "--compare", files[0]))
+    assert "predicted vs measured" in text and "median |ln|" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prefill-pool", "2:tp=8"], "go together"),
+    (["--prefill-pool", "x:tp=8", "--decode-pool", "1:tp=8"], "expected N:SHAPE"),
+    (["-c", "0,4"], "whole numbers >= 1"),
+    (["--engine", "sglang-9"], "not a profile"),
+    (["--plot", "b.txt"], "must end in"),
+    (["--isl", "200000"], "exceeds"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    assert message in fails(run(*BASE, *args))

@@ -1,0 +1,75 @@
+"""The closed-loop formulas of ``bench`` (kernels/serving.py) against independent computations:
+brute-force moments, the algebra of Little's law, textbook queue values, enumerated waves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inference_factory.kernels import serving as ks
+
+
+@pytest.mark.parametrize("length, ratio", [(1024, 0.8), (8192, 0.8), (1000, 1.0), (7, 0.0)])
+def test_uniform_length_moments_match_the_enumerated_integers(length, ratio):
+    values = np.arange(int(np.floor(length * ratio)), length + 1, dtype=float)
+    mean, sq = ks.uniform_length_moments(max_tokens=length, range_ratio=ratio)
+    assert mean == pytest.approx(values.mean(), rel=1e-12)
+    assert sq == pytest.approx((values ** 2).mean(), rel=1e-12)
+
+
+def test_request_rate_satisfies_littles_law_on_the_decode_phase():
+    b, td, tau, o, s = 24.0, 0.03, 1.8, 900.0, 0.004
+    x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
+                                          tokens_per_step=tau, decode_tokens_per_request=o,
+                                          stall_s_per_request=s)
+    tpot = ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau, stall_frac=x * s)
+    assert x * o * tpot == pytest.approx(b, rel=1e-12)       # B = X (O - 1) TPOT
+
+
+def test_no_stall_from_ones_own_prefill_and_none_at_concurrency_one():
+    assert ks.others_prefill_stall_frac(request_rate_per_s=2.0, prefill_s_per_request=0.1,
+                                        in_service=1.0) == 0.0
+    assert ks.others_prefill_stall_frac(request_rate_per_s=2.0, prefill_s_per_request=0.1,
+                                        in_service=4.0) == pytest.approx(0.15)
+    assert ks.others_busy_probability(decode_share=0.9, in_service=1.0) == 0.0
+    assert ks.others_busy_probability(decode_share=0.5, in_service=3.0) == pytest.approx(0.75)
+
+
+def test_md1_queue_wait_is_the_textbook_value():
+    # M/D/1 at rho = 0.5: Wq = rho t / (2 (1 - rho)) = t / 2 (Kleinrock 1975, eq. 5.105)
+    assert ks.pass_queue_wait_s(utilization=0.5, pass_s=0.2) == pytest.approx(0.1)
+    assert ks.pass_queue_wait_s(utilization=0.0, pass_s=0.2) == 0.0
+    assert np.isfinite(ks.pass_queue_wait_s(utilization=3.0, pass_s=0.2))
+
+
+def test_poll_wait_is_half_the_window():
+    assert ks.poll_wait_s(recv_interval_steps=10, decode_step_s=0.01,
+                          busy_probability=1.0) == pytest.approx(0.05)
+    assert ks.poll_wait_s(recv_interval_steps=10, decode_step_s=0.01, busy_probability=0.0) == 0
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (7, 2), (128, 2), (64, 16)])
+def test_first_wave_ttft_is_the_mean_over_the_enumerated_passes(n, k):
+    t = 0.3
+    ttft = [t * (j // k + 1) for j in range(n)]               # the j-th prompt's pass ends
+    passes = int(np.ceil(n / k))
+    # the formula averages over passes, not prompts: equal when n is a multiple of k
+    by_pass = np.mean([t * (p + 1) for p in range(passes)])
+    assert ks.first_wave_ttft_s(wave_requests=n, prompts_per_pass=k, pass_s=t) == \
+        pytest.approx(by_pass)
+    if n % k == 0:
+        assert by_pass == pytest.approx(np.mean(ttft))
+
+
+def test_prompts_per_pass_is_clipped_to_the_budget_and_the_requests():
+    k = ks.prompts_per_pass(request_rate_per_s=np.array([0.0, 10.0, 1000.0]),
+                            gather_window_s=0.1, in_service=np.array([8.0, 8.0, 8.0]),
+                            max_prompts=4.0)
+    assert list(k) == [1.0, 2.0, 4.0]
+
+
+def test_kv_transfer_of_a_deepseek_prompt_over_eight_nics():
+    # 8,192 tokens x 70,272 B (MLA BF16, serving_facts.md) over 8 x 50 GB/s = 1.44 ms
+    t = ks.kv_transfer_s(prompt_tokens=8192, kv_bytes_per_token=70272,
+                         link_bytes_per_s=8 * 50e9, latency_s=0.0)
+    assert t == pytest.approx(8192 * 70272 / 400e9)
