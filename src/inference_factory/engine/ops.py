@@ -272,7 +272,13 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             ops.append(_gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
             ops.append(_gemm(g, "shared_down", "shared", L.n_moe, T, h, i, wp))
         ops.append(moe_op(g, L, T, phase))
-        if g.ep > 1:
+        # Experts over EP ranks move tokens by all-to-all only where attention is data
+        # parallel (each rank holds its own tokens). Under attention TP (dp = 1) every rank
+        # already holds every token after the attention all-reduce: it runs its own experts
+        # on the tokens routed to them and the TP all-reduce after the layer (allreduce_ffn
+        # below) sums the experts' outputs, as SGLang's EP MoE without an all-to-all
+        # backend (its default, moe_a2a_backend "none") and TRT-LLM's attention-TP EP do.
+        if g.ep > 1 and g.dp > 1:
             local = T / tp                   # sequence-parallel share of this GPU
             for name, b, stage in (("dispatch", g.dispatch_b, "dispatch"),
                                    ("combine", g.combine_b, "combine")):
