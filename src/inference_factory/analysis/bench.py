@@ -256,6 +256,52 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
                                    if colocated else np.zeros_like(c)))
 
 
+def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
+                  decode_tokens_per_request, recv_interval_steps, rounds: int = 8) -> dict:
+    """The colocated closed loop of one DP rank at a GIVEN decode batch (the inverse of
+    :func:`solve_loop`, which finds the batch for a concurrency): the request rate, TPOT
+    with the others' prefill stalls, the prompts per pass the poll window gathers, TTFT
+    (poll, queue, pass) and the requests in service that batch implies, by the same kernels
+    and the same gathering rule. ``pass_s_of(k)`` is the prefill pass of k prompts (arrays
+    broadcast). ``plan`` reads its aggregated candidates through it, so a plan row and
+    ``bench`` at the row's ``concurrency`` are one steady state. Where prefill cannot keep
+    up with the decode batch (stall share or prefill utilisation reaching 1) the values are
+    NaN."""
+    b = np.asarray(decoding, dtype=float)
+    m = np.maximum(b, 1.0)
+    k = np.ones_like(b)
+    x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=tpot0_s,
+                                          tokens_per_step=1.0,
+                                          decode_tokens_per_request=decode_tokens_per_request)
+    for _ in range(rounds):            # M, k <-> X: (M - 1)/M and k settle in a few rounds
+        k = ks.prompts_per_pass(request_rate_per_s=x,
+                                gather_window_s=recv_interval_steps * decode_step_s,
+                                in_service=m, max_prompts=max_prompts)
+        pass_s = pass_s_of(k)
+        tp1 = pass_s / k
+        s = ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
+                                         in_service=m)
+        x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=tpot0_s,
+                                              tokens_per_step=1.0,
+                                              decode_tokens_per_request=decode_tokens_per_request,
+                                              stall_s_per_request=s)
+        f = x * s
+        rho = x * tp1 * (m - 1.0) / m
+        queue = ks.pass_queue_wait_s(utilization=rho, pass_s=pass_s)
+        busy = ks.others_busy_probability(decode_share=b / m, in_service=m)
+        poll = ks.poll_wait_s(recv_interval_steps=recv_interval_steps,
+                              decode_step_s=decode_step_s, busy_probability=busy)
+        ttft = poll + queue + pass_s
+        m = b + x * ttft
+    ok = (f < 1.0) & (x * tp1 < 1.0)
+    nan = lambda a: np.where(ok, a, np.nan)  # noqa: E731
+    return dict(request_rate_per_s=nan(x), in_service=nan(m), ttft_s=nan(ttft),
+                tpot_s=nan(ks.colocated_tpot_s(decode_step_s=tpot0_s, tokens_per_step=1.0,
+                                               stall_frac=f)),
+                prompts_per_pass=k, pass_s=pass_s, stall_frac=nan(f), poll_wait_s=nan(poll),
+                queue_wait_s=nan(queue))
+
+
 # ---- the public entry -----------------------------------------------------------------------
 
 def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp: int = 1,
@@ -263,8 +309,10 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
           decode_pool: Pool | Mapping[str, Any] | None = None,
           weight_precision: str | None = None, moe_precision: str | None = None,
           kv_precision: str | None = None, attention_precision: str | None = None,
+          dispatch_precision: str | None = None, combine_precision: str | None = None,
           draft_depth: int = 0, acceptance_rate: float | None = None,
-          draft_model: str | None = None, isl: int = 1024, osl: int = 1024,
+          draft_model: str | None = None, overlap: str = "none", isl: int = 1024,
+          osl: int = 1024,
           range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
           num_prompts: int | None = None, engine: str | ServingEngine | None = None,
           engine_time: bool = True, realism: Any = None, seed: int = 0):
@@ -272,7 +320,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
 
     Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
     ``prefill_pool`` and ``decode_pool`` are given (``Pool(instances, tp, dp, ep)`` or a
-    mapping): disaggregated, prompts prefilled on one pool and decoded on the other. Lengths
+    mapping): disaggregated, prompts prefilled on one pool and decoded on the other;
+    ``overlap="two-batch"`` runs the two-micro-batch schedule (as ``roofline``). Lengths
     are uniform in ``[range_ratio x isl, isl]`` and ``[range_ratio x osl, osl]`` (InferenceX:
     0.8); ``num_prompts`` defaults to 10 x concurrency (InferenceX). ``engine`` names a profile
     of ``configs/serving_engines.toml`` (default SGLang 0.5.6 as InferenceX runs it);
@@ -310,8 +359,11 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     context = i_mean + float(o_sq) / (2.0 * o_mean)    # token-weighted decode context
     axes = {k: v for k, v in dict(weight_precision=weight_precision, moe_precision=moe_precision,
                                   kv_precision=kv_precision,
-                                  attention_precision=attention_precision).items() if v is not None}
+                                  attention_precision=attention_precision,
+                                  dispatch_precision=dispatch_precision,
+                                  combine_precision=combine_precision).items() if v is not None}
     axes["draft_depth"] = _whole("draft_depth", draft_depth, lo=0)
+    axes["overlap"] = overlap
     if acceptance_rate is not None:
         axes["acceptance_rate"] = float(acceptance_rate)
     extra = {"draft_model": draft_model} if draft_model is not None else {}

@@ -25,7 +25,8 @@ OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
                               "output_tokens_per_s_per_gpu": "max",
                               "tokens_per_s_per_user": "max"}
 _DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
-                "max_batch_size", "decode_binding_resource", "usd_per_mtok_output")
+                "max_batch_size", "decode_binding_resource", "usd_per_mtok_output",
+                "tokens_per_step")
 _PREFILL_VARS = ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
                  "prefill_binding_resource")
 
@@ -141,6 +142,47 @@ def _shape_cols(shape, n_rows: int, prefix: str = "") -> dict[str, np.ndarray]:
             f"{prefix or 'decode_'}gpus": np.full(n_rows, tp * dp, dtype=np.int64)}
 
 
+#: Columns of an aggregated candidate's closed loop (:func:`_closed_loop`); NaN elsewhere.
+_LOOP_COLUMNS = ("loop_request_rate_per_s", "loop_in_service", "loop_ttft_s", "loop_tpot_s",
+                 "loop_prompts_per_pass")
+
+
+def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[str, np.ndarray]:
+    """Each aggregated row (overlap, batch, depth) as ``bench``'s closed loop at its decode
+    batch (:func:`.bench.loop_at_batch`, default serving-engine profile): prompts per pass
+    gathered in the poll window, from the shape's own pass times over the prefill-batch grid."""
+    from ..specs.engines import load_serving_engine
+    from .bench import loop_at_batch
+
+    eng = load_serving_engine()
+    dp = shape.get("dp", 1)
+    pb = sg.prefill_batch_size
+    k_max = float(min(max(1.0, np.floor(eng.pass_tokens(dp > 1) / isl)), pb.max()))
+    per = len(dec["overlap"]) // len(sg.overlaps)
+    out = {k: np.empty(len(dec["overlap"])) for k in _LOOP_COLUMNS}
+    for i, r in enumerate(sg.values):
+        rows = slice(i * per, (i + 1) * per)
+        nodes = _along(r["ttft_s"], pb.size)
+        b = dec["batch_size"][rows].astype(float)
+        tpot0 = dec["tpot_s"][rows].astype(float)
+        td = tpot0 * dec["tokens_per_step"][rows].astype(float)
+        n = dp * b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(2):     # the poll interval depends on the concurrency it implies
+                recv = eng.recv_interval(n, dp > 1)
+                lp = loop_at_batch(b, tpot0_s=tpot0, decode_step_s=td,
+                                   pass_s_of=lambda k: np.interp(k, pb, nodes),  # noqa: B023
+                                   max_prompts=k_max, decode_tokens_per_request=max(osl - 1, 1),
+                                   recv_interval_steps=recv)
+                n = np.where(np.isfinite(lp["in_service"]), dp * lp["in_service"], n)
+        out["loop_request_rate_per_s"][rows] = lp["request_rate_per_s"]
+        out["loop_in_service"][rows] = lp["in_service"]
+        out["loop_ttft_s"][rows] = lp["ttft_s"]
+        out["loop_tpot_s"][rows] = lp["tpot_s"]
+        out["loop_prompts_per_pass"][rows] = lp["prompts_per_pass"]
+    return out
+
+
 def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -> list:
     """Every candidate of one device and precision profile as one frame: per shape, its
     aggregated rows (its own best prefill batch per overlap) and its disaggregated rows (the
@@ -168,7 +210,8 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -
         if "aggregated" in modes:
             at = np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))
             frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
-                           **tags("aggregated", dec["overlap"].copy())})
+                           **tags("aggregated", dec["overlap"].copy()),
+                           **_closed_loop(sg, dec, shape, isl, osl)})
         if "disaggregated" in modes and prefill_all:
             # the prefill pool: the best prefill instance (any shape, same precision profile)
             # that fits beside this decode instance in the budget
@@ -190,7 +233,8 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -
                 pov = str(prefill_all["overlap"][best])
             frames.append({**dec, **{k: np.repeat(v, n_rows) for k, v in row.items()
                                      if k != "overlap"},
-                           **tags("disaggregated", np.full(n_rows, pov, dtype=object))})
+                           **tags("disaggregated", np.full(n_rows, pov, dtype=object)),
+                           **{k: np.full(n_rows, np.nan) for k in _LOOP_COLUMNS}})
     if not frames:
         return []
     f = {k: np.concatenate([fr[k] for fr in frames]) for k in frames[0]}
@@ -198,21 +242,31 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -
 
 
 def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
-    """The derived columns of the candidates (TPOT stretched by colocated prefill, all-in
-    output tokens/s per GPU, GPUs, whether the SLOs are met and why not), as a frame."""
+    """The derived columns of the candidates, as a frame: an aggregated candidate is the
+    closed loop of ``bench`` at its decode batch (:func:`.bench.loop_at_batch`: TPOT with the
+    others' prefill stalls, TTFT with the poll and queue waits, the request rate and the
+    concurrency that batch implies, under the default serving-engine profile); a
+    disaggregated one pairs pools sized to each other (all-in output tokens/s per GPU), its
+    TTFT one prefill pass. Then the GPUs, whether the SLOs are met and why not."""
     agg = f["mode"] == "aggregated"
-    # the engine's per-step TPOT, stretched by prefill interference when colocated
     d = f["decode_tokens_per_s_per_gpu"].astype(float)
     p = f["prefill_tokens_per_s_per_gpu"].astype(float)
+    b, dp = f["batch_size"].astype(float), f["dp"].astype(float)
+    tpot0 = f["tpot_s"].astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = prefill_busy_share(prefill_s_per_request=isl / p, decode_s_per_request=osl / d)
-    stretch = np.where(agg, colocated_tpot_stretch(prefill_share=share), 1.0)
-    f["decode_tpot_s"] = f["tpot_s"]
-    f["tpot_s"] = f["tpot_s"] * stretch
-    f["tokens_per_s_per_user"] = f["decode_tokens_per_s_per_user"] / stretch
-    f["output_tokens_per_s_per_gpu"] = output_tokens_per_s_per_gpu_all_in(
-        isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
-        decode_tokens_per_s_per_gpu=d)
+        all_in = output_tokens_per_s_per_gpu_all_in(
+            isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
+            decode_tokens_per_s_per_gpu=d)
+        x_dis = dp * b / (max(osl - 1.0, 1e-9) * tpot0)     # requests/s of a decode instance
+    f["decode_tpot_s"] = tpot0
+    f["tpot_s"] = np.where(agg, f["loop_tpot_s"], tpot0)
+    f["tokens_per_s_per_user"] = 1.0 / f["tpot_s"]
+    f["ttft_s"] = np.where(agg, f["loop_ttft_s"], f["ttft_s"])
+    f["prefill_batch_size"] = np.where(agg, f["loop_prompts_per_pass"], f["prefill_batch_size"])
+    f["output_tokens_per_s_per_gpu"] = np.where(
+        agg, f["loop_request_rate_per_s"] * dp * osl / f["decode_gpus"], all_in)
+    f["concurrency"] = np.where(agg, dp * f["loop_in_service"],
+                                x_dis * (f["ttft_s"] + max(osl - 1.0, 0.0) * tpot0))
     f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
     reasons = np.full(len(agg), "", dtype=object)
     pfits = f["prefill_fits"].astype(bool)
@@ -222,8 +276,13 @@ def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
     reasons[~pfits] = "prefill does not fit"
     reasons[~f["fits"].astype(bool)] = "does not fit in HBM"
     slow = (f["tpot_s"] > tpot_s) if tpot_s is not None else np.zeros(len(agg), bool)
+    late = ((f["ttft_s"] > ttft_s) if ttft_s is not None else np.zeros(len(agg), bool)) & agg
+    # an aggregated batch whose prompts the engine cannot prefill between its decode steps
+    unsustained = agg & ~np.isfinite(f["tpot_s"].astype(float)) & ~no_prefill
+    reasons[fits & ~no_prefill & late] = "misses TTFT (closed loop: poll and queue waits)"
     reasons[fits & ~no_prefill & slow] = "misses TPOT"
-    f["meets_slo"] = fits & ~no_prefill & ~slow
+    reasons[fits & unsustained] = "prefill cannot keep up with this decode batch"
+    f["meets_slo"] = fits & ~no_prefill & ~slow & ~late & ~unsustained
     f["reason"] = reasons
     return pd.DataFrame(f)
 
@@ -261,7 +320,7 @@ RECOMMENDATION_COLUMNS = (
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
     "prefill_overlap",
-    "batch_size", "draft_depth",
+    "batch_size", "draft_depth", "concurrency",
     "prefill_batch_size", "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
     "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
     "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",

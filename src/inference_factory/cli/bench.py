@@ -51,11 +51,17 @@ def _concurrency(ctx, param, value):
 @click.option("--kv-precision", type=_PRECISIONS, default=None, help="KV cache (default bf16).")
 @click.option("--attention-precision", type=_PRECISIONS, default=None,
               help="Attention math (default bf16).")
+@click.option("--dispatch-precision", type=_PRECISIONS, default=None,
+              help="EP dispatch payload (default fp8).")
+@click.option("--combine-precision", type=_PRECISIONS, default=None,
+              help="EP combine payload (default bf16).")
 @click.option("--draft-depth", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Draft tokens per step (MTP or --draft-model).")
 @click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
               help="Acceptance of the first draft position (default: the engine's 0.8).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
+@click.option("--overlap", type=click.Choice(["none", "two-batch"]), default="none",
+              show_default=True, help="Two-micro-batch overlap of compute and communication.")
 @click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Prompt tokens (the largest, with --range-ratio).")
 @click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
@@ -83,8 +89,9 @@ def _concurrency(ctx, param, value):
               help="Also write the result in the chosen --format.")
 @format_option
 def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_precision,
-              moe_precision, kv_precision, attention_precision, draft_depth, acceptance_rate,
-              draft_model, isl, osl, range_ratio, concurrency, num_prompts, engine,
+              moe_precision, kv_precision, attention_precision, dispatch_precision,
+              combine_precision, draft_depth, acceptance_rate,
+              draft_model, overlap, isl, osl, range_ratio, concurrency, num_prompts, engine,
               no_engine_time, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
@@ -119,8 +126,10 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     ds = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
                weight_precision=weight_precision, moe_precision=moe_precision,
                kv_precision=kv_precision, attention_precision=attention_precision,
+               dispatch_precision=dispatch_precision, combine_precision=combine_precision,
                draft_depth=draft_depth, acceptance_rate=acceptance_rate,
-               draft_model=draft_model, isl=isl, osl=osl, range_ratio=range_ratio,
+               draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
+               range_ratio=range_ratio,
                concurrency=concurrency or DEFAULT_CONCURRENCY, num_prompts=num_prompts,
                engine=engine, engine_time=not no_engine_time)
     df = ds.to_dataframe().reset_index()

@@ -16,7 +16,7 @@ from .params import format_option
 #: Columns printed as a table (every column goes to csv and json).
 TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
                  "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
-                 "overlap", "batch_size", "draft_depth",
+                 "overlap", "batch_size", "draft_depth", "concurrency",
                  "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
                  "decode_binding_resource", "usd_per_mtok_output", "usd_per_mtok_input",
                  "usd_per_mtok_output_all_in", "gpus_for_load", "footing", "measured_share",
