@@ -92,12 +92,16 @@ def test_profiles_resolve_per_device_with_notes():
                                  "dispatch_precision")} == {
         "weight_precision": "fp8", "moe_precision": "fp8", "kv_precision": "fp8",
         "dispatch_precision": "bf16"}                          # the native base's dispatch
-    # a part the device cannot run: refused, with the engine's reason
+    # weights in a format the device has no tensor cores for: weight-only, said so
     prec, note = profile_precisions(ds, h200, parse_precision("fp4-experts+fp8-kv")[0])
-    assert prec is None and "refused on H200-SXM" in note and "no dense fp4" in note
+    assert prec["moe_precision"] == "fp4"
+    assert "experts stored in fp4 and computed at bf16 on H200-SXM (weight-only" in note
     prec, note = profile_precisions(inf.load_model(LLAMA), a100,
                                     parse_precision("fp8-weights")[0])
-    assert prec is None and "no dense fp8" in note
+    assert prec["weight_precision"] == "fp8" and "weight-only" in note
+    # a part the device cannot run at all: refused, with the engine's reason
+    prec, note = profile_precisions(ds, h200, parse_precision("fp4-attention")[0])
+    assert prec is None and "refused on H200-SXM" in note and "no dense fp4" in note
     # the model's own FP8 weights on A100 (no FP8 tensor cores): mapped up, said so
     prec, note = profile_precisions(ds, a100, PrecisionProfile("native"))
     assert prec["weight_precision"] == "bf16" and prec["moe_precision"] == "bf16"
@@ -157,14 +161,23 @@ def test_a_dense_model_refuses_an_experts_only_profile():
 
 
 def test_refused_everywhere_is_one_error_and_refused_somewhere_is_a_note():
-    with pytest.raises(SpecError, match="refused on H200-SXM: moe_precision = 'fp4'"):
-        plan(DS, "H200", gpus=8, precision="fp4-experts+fp8-kv", **SMALL)
+    with pytest.raises(SpecError, match="refused on H200-SXM: attention_precision = 'fp4'"):
+        plan(DS, "H200", gpus=8, precision="fp4-attention", **SMALL)
     res = plan(DS, ["H200", "B200"], gpus=8, isl=ISL, osl=OSL,
-               precision="fp4-experts+fp8-kv", shapes=[{"tp": 8, "dp": 1, "ep": 8}], **SMALL)
+               precision="fp4-attention", shapes=[{"tp": 8, "dp": 1, "ep": 8}], **SMALL)
     recs = res.recommendations.set_index("hardware")
     assert recs.loc["H200-SXM", "reason"].startswith("nothing meets the targets")
-    assert "fp4-experts+fp8-kv refused on H200-SXM" in recs.loc["H200-SXM", "precision_note"]
-    assert recs.loc["B200", "reason"] == "" and recs.loc["B200", "moe_precision"] == "fp4"
+    assert "fp4-attention refused on H200-SXM" in recs.loc["H200-SXM", "precision_note"]
+    assert recs.loc["B200", "reason"] == ""
+
+
+def test_fp4_experts_without_fp4_tensor_cores_run_weight_only():
+    """H200 has no FP4 tensor cores: FP4 experts are stored in 4 bits and multiplied at
+    BF16 (weight-only), so they read half the bytes of FP8 experts; the plan says so."""
+    res = plan(DS, "H200", gpus=8, isl=ISL, osl=OSL, precision="fp4-experts+fp8-kv",
+               shapes=[{"tp": 8, "dp": 1, "ep": 8}], **SMALL)
+    rec = res.recommendations.iloc[0]
+    assert rec["moe_precision"] == "fp4" and "weight-only" in rec["precision_note"]
 
 
 # --------------------------------------------------------------------------------------------

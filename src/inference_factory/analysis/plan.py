@@ -104,7 +104,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
 
     The base (``native`` or ``low``) is the factory's lever (:func:`lever_precisions`): it
     maps a format the device has no tensor cores for to the next one up (MXFP4 weights on
-    H200 computed in FP8), and the note says so. The parts the user named are kept as named;
+    H200 computed in FP8), and the note says so. The parts the user named are kept as named
+    (a 4- or 8-bit weight format without its tensor cores runs weight-only, stored in the
+    format and computed at 16 bits, and the note says so);
     where the device cannot run one, the profile is refused on that device (None) and the
     note carries the engine's own message (the one check :func:`inference_factory.evaluate`
     applies, so a format the engine learns to run is accepted here too)."""
@@ -119,10 +121,16 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     natives = [("weight_precision", m.weight_precision, "weights")]
     if m.is_moe:
         natives.append(("moe_precision", m.expert_precision, "experts"))
+    from ..engine.geometry import compute_precision
     for key, native, what in natives:
         if key not in named and native not in hw.dense_flop_per_s:
             notes.append(f"{m.name}'s {native} {what} computed at {precs[key]} on {hw.name} "
                          f"(no {native} tensor cores)")
+        elif key in named and named[key] not in hw.dense_flop_per_s \
+                and compute_precision(hw, named[key]) is not None:
+            notes.append(f"{what} stored in {named[key]} and computed at "
+                         f"{compute_precision(hw, named[key])} on {hw.name} (weight-only: no "
+                         f"{named[key]} tensor cores)")
     if prof.base == "low" and m.is_moe and "moe_precision" not in named \
             and "fp4" not in hw.dense_flop_per_s:
         notes.append(f"low on {hw.name}: experts stay at {precs['moe_precision']} "
@@ -160,6 +168,27 @@ def _check_profiles(m: ModelSpec, profiles: Sequence[PrecisionProfile]) -> None:
                             "experts); name weights or dense instead of experts")
 
 
+def _with_acceptance(m: ModelSpec, kwargs: Mapping[str, Any], draft_depth) -> dict[str, Any]:
+    """The engine options with the draft's acceptance per position as ``simulate`` uses it:
+    ``a_i = a_1 * decay^(i-1)`` (:func:`inference_factory.kernels.speculative.acceptance_by_position`,
+    decay ``configs/realism.toml`` ``[speculative]``, a component measurement of the MTP
+    head), ``a_1`` the given ``acceptance_rate`` (else the engine's default). A separate draft
+    model keeps a constant acceptance (the decay is measured for MTP heads only)."""
+    from ..axes import NUMERIC_AXES
+    from ..kernels.speculative import acceptance_by_position
+    from ..specs.realism import load_realism
+
+    out = dict(kwargs)
+    deepest = int(max(draft_depth)) if len(draft_depth) else 0
+    if deepest < 1 or out.get("draft_model") or not m.n_mtp_modules:
+        return out
+    a1 = float(out.pop("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
+    out["acceptance_by_position"] = [float(a) for a in acceptance_by_position(
+        first_position_acceptance=a1,
+        decay_per_position=load_realism().acceptance_decay_per_position, depth=deepest)]
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # the result
 # --------------------------------------------------------------------------------------------
@@ -188,7 +217,7 @@ class PlanResult:
 
 
 def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpus: int = 8,
-         isl: int = 1024, osl: int = 1024, ttft_s: float | None = None,
+         max_instance_gpus: int | None = None, isl: int = 1024, osl: int = 1024, ttft_s: float | None = None,
          tpot_s: float | None = None, price=None, cost: CostModel | None = None,
          objective: str = "usd_per_mtok_output_all_in",
          load_output_tokens_per_s: float | None = None, modes: Sequence[str] = MODES,
@@ -205,8 +234,14 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     ----------
     model, hardware : name, alias, path or spec (hardware: one or a list)
     gpus : int
-        GPU budget: an instance (for P/D: a prefill plus a decode instance) uses at most this
-        many GPUs. ``min_gpus`` is the smallest instance considered.
+        GPU budget in total: whole instances x GPUs per instance (for P/D, whole prefill and
+        decode instances whose GPUs sum to at most ``gpus``, their counts chosen to balance
+        the pools' request rates: :func:`.plan_candidates.pack_pools`). Every per-GPU
+        figure counts every GPU used.
+    max_instance_gpus : int, optional
+        The most GPUs one instance (prefill or decode) may take (default ``gpus``; the
+        shapes' tensor parallelism stays within one node's scale-up domain,
+        :func:`candidate_shapes`). ``min_gpus`` is the smallest instance considered.
     isl, osl : int
         Prompt and output tokens per request.
     ttft_s, tpot_s : float, optional
@@ -245,21 +280,29 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     bad = [x for x in modes if x not in MODES]
     if bad or not modes:
         raise SpecError(f"modes = {list(modes)!r}: each must be one of {list(MODES)}")
-    for name, v in (("gpus", gpus), ("isl", isl), ("osl", osl), ("min_gpus", min_gpus)):
+    if max_instance_gpus is None:
+        max_instance_gpus = gpus
+    for name, v in (("gpus", gpus), ("isl", isl), ("osl", osl), ("min_gpus", min_gpus),
+                    ("max_instance_gpus", max_instance_gpus)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise SpecError(f"{name} = {v!r} must be a whole number >= 1")
-    if min_gpus > gpus:
-        raise SpecError(f"min_gpus = {min_gpus} exceeds the budget gpus = {gpus}")
+    if max_instance_gpus > gpus:
+        raise SpecError(f"max_instance_gpus = {max_instance_gpus} exceeds the budget "
+                        f"gpus = {gpus} (an instance cannot be larger than the fleet)")
+    if min_gpus > max_instance_gpus:
+        raise SpecError(f"min_gpus = {min_gpus} exceeds max_instance_gpus = "
+                        f"{max_instance_gpus}")
     for name, v in (("ttft_s", ttft_s), ("tpot_s", tpot_s),
                     ("load_output_tokens_per_s", load_output_tokens_per_s)):
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise SpecError(f"{name} = {v!r} must be a positive number")
     for k in ("tp", "dp", "ep", "batch_size", "draft_depth", "prefill_batch_size", "kv_len",
               "prompt_len", "final_len", "weight_precision", "moe_precision", "kv_precision",
-              "dispatch_precision"):
+              "dispatch_precision", "acceptance_by_position"):
         if k in kwargs:
             raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
     m = load_model(model)
+    m.check_context(isl, osl)
     hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
                                       else [hardware])]
     profiles = (parse_precision(precision) if precision is not None else
@@ -270,6 +313,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     draft_model = kwargs.get("draft_model")
     if draft_depth is None:
         draft_depth = (0, 1, 2, 3) if (m.n_mtp_modules or draft_model) else (0,)
+    engine_kw = _with_acceptance(m, kwargs, draft_depth)
     overlaps = list(overlap) if overlap is not None else (
         ["none", "two-batch"] if m.is_moe else ["none"])
     grid = dict(batch_size=[float(b) for b in batch_size],
@@ -286,9 +330,9 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     notes: dict[str, list[str]] = {}
     for hw in hws:
         hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
-            candidate_shapes(m, hw, gpus)
+            candidate_shapes(m, hw, max_instance_gpus)
         hw_shapes = [s for s in hw_shapes
-                     if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= gpus]
+                     if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= max_instance_gpus]
         rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
         runs, notes[hw.name] = _profiles(m, hw, profiles)
         for prof in runs:
@@ -297,28 +341,29 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
             per_shape = []
             for shape in hw_shapes:
                 ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
-                res = _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost)
+                res = _shape_grid(m, hw, shape, precs, ovs, axes, engine_kw, rates, cost)
                 if res is not None:  # None: a shape the engine refuses (too many experts...)
                     per_shape.append((shape, res))
-            rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes)
+            rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes,
+                                rates=rates, utilization=cost.utilization)
     if not rows:
         why = "; ".join(n for ns in notes.values() for n in ns if "refused" in n)
         if why and not any(_profiles(m, hw, profiles)[0] for hw in hws):
             raise SpecError(f"plan: no precision profile runs on "
                             f"{', '.join(h.name for h in hws)}: {why}")
-        raise SpecError(f"plan: no instance shape of {min_gpus}..{gpus} GPUs is valid for "
+        raise SpecError(f"plan: no instance shape of {min_gpus}..{max_instance_gpus} GPUs is "
+                        "valid for "
                         f"{m.name} on {', '.join(h.name for h in hws)}")
     cand = pd.concat(rows, ignore_index=True)
-    cand["usd_per_mtok_output_all_in"] = usd_per_mtok_output_all_in(
-        usd_per_mtok_output=cand["usd_per_mtok_output"],
-        usd_per_mtok_input=cand["usd_per_mtok_input"], isl_tokens=isl, osl_tokens=osl)
     if load_output_tokens_per_s is not None:
         _size_for_load(cand, load_output_tokens_per_s, isl, osl)
     cand = _rank(cand, objective)
     recs = _recommend(cand, hws, objective, notes)
-    recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=kwargs)
+    recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
+                   max_instance_gpus=max_instance_gpus,
+                   acceptance_by_position=list(engine_kw.get("acceptance_by_position", [])),
                    isl=isl, osl=osl, ttft_s=ttft_s, tpot_s=tpot_s,
                    price=pr.id if pr is not None else None, cost_basis=cost.cost_basis,
                    objective=objective, load_output_tokens_per_s=load_output_tokens_per_s,

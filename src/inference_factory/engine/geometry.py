@@ -114,11 +114,13 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
     dpb, cpb = prec("dispatch_precision", "fp8"), prec("combine_precision", "bf16")
     for key, p in (("weight_precision", wp), ("attention_precision", ap)) + (
             (("moe_precision", mp),) if m.is_moe else ()):
-        if p not in hw.dense_flop_per_s:
-            listed = sorted(hw.dense_flop_per_s)
-            src = "" if s[key] is not None else f" ({m.name}'s native precision)"
-            raise SpecError(f"{key} = {p!r}{src}: {hw.name} ({hw.path}) has no dense {p} "
-                            f"tensor-core rate; it lists {listed}: pass {key} = one of them")
+        if p in hw.dense_flop_per_s or (key != "attention_precision"
+                                        and compute_precision(hw, p) is not None):
+            continue        # tensor cores for p, or weights stored in p computed at 16 bits
+        listed = sorted(hw.dense_flop_per_s)
+        src = "" if s[key] is not None else f" ({m.name}'s native precision)"
+        raise SpecError(f"{key} = {p!r}{src}: {hw.name} ({hw.path}) has no dense {p} "
+                        f"tensor-core rate; it lists {listed}: pass {key} = one of them")
     if s["overlap"] not in ("none", "two-batch"):
         raise SpecError(f"overlap = {s['overlap']!r} is not one of ['none', 'two-batch']")
     if s["cache_tier"] not in ("hbm", "dram", "nvme"):
@@ -134,6 +136,26 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
                 overlap=s["overlap"], tier=s["cache_tier"], context_cv=float(cv),
                 popularity=None if pop is None else tuple(pop), placement_imbalance=imbalance,
                 bins=bins)
+
+
+#: Weight formats a device without their tensor cores runs weight-only: stored in the
+#: format, dequantised in the kernel and multiplied at 16 bits (vLLM's Marlin and SGLang's
+#: MXFP4 x BF16 MoE kernels on Hopper and Ampere; AIConfigurator measures the latter on H100
+#: and H200, the ``w4a16_mxfp4`` rows of their MoE tables).
+WEIGHT_ONLY_FORMATS = ("fp4", "fp8")
+
+
+def compute_precision(hw: HardwareSpec, precision: str) -> str | None:
+    """The tensor-core precision a GEMM whose weights are stored in ``precision`` runs at on
+    ``hw``: the precision itself where the device has its tensor cores; else, for a 4- or
+    8-bit weight format, weight-only at BF16 (FP16 where the device lists no BF16 rate);
+    None where neither applies."""
+    rates = hw.dense_flop_per_s
+    if precision in rates:
+        return precision
+    if precision in WEIGHT_ONLY_FORMATS:
+        return "bf16" if "bf16" in rates else ("fp16" if "fp16" in rates else None)
+    return None
 
 
 def for_draft(g: Geom, draft: ModelSpec) -> Geom:

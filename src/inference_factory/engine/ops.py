@@ -20,7 +20,7 @@ from ..kernels import moe as kmoe
 from ..kernels import ops as kops
 from . import grid as G
 from . import measured as M
-from .geometry import Geom, Layers
+from .geometry import Geom, Layers, compute_precision
 
 
 @dataclass
@@ -60,7 +60,8 @@ def gemm_dtype(fmt: str, hw=None) -> str:
     DeepGEMM), NVFP4, and MXFP4 run as MXFP4 x MXFP8 kernels where the device has FP8 tensor
     cores (else MXFP4 x BF16); 16-bit weights read the BF16 tables."""
     if fmt == "mxfp4":
-        return ("w4a8_mxfp4_mxfp8" if hw is None or "fp8" in hw.dense_flop_per_s
+        # with FP4 tensor cores MXFP4 x MXFP8 (Blackwell); without, weight-only MXFP4 x BF16
+        return ("w4a8_mxfp4_mxfp8" if hw is None or "fp4" in hw.dense_flop_per_s
                 else "w4a16_mxfp4")
     return fmt if fmt in ("fp8", "fp8_block", "nvfp4") else "bf16"
 
@@ -76,7 +77,8 @@ SUBSTITUTE_DTYPE = {"w4a8_mxfp4_mxfp8": "nvfp4"}
 def _gemm(g: Geom, name, stage, count, m, n, k, prec):
     dtype = gemm_dtype(g.m.quant_format(prec), g.hw) if prec == g.wprec else gemm_dtype(prec)
     dtype, cap = _table_dtype(g, "gemm", dtype)
-    b = units.BYTES_PER_ELEMENT[prec]
+    b = units.BYTES_PER_ELEMENT[prec]          # weights read as stored; math at `comp`
+    comp = compute_precision(g.hw, prec) or prec
     # HBM traffic is accounted as the weights (the hand roofline's convention: activations
     # of a GEMM are small next to its weights in decode, and prefill is compute-bound); the
     # measured-table reference roofline (pure_fn) also counts activations, see kernels.ops
@@ -84,7 +86,7 @@ def _gemm(g: Geom, name, stage, count, m, n, k, prec):
               flop=kops.gemm_flop(m=m, n=n, k=k),
               hbm_bytes=kops.gemm_bytes(m=0.0, n=n, k=k, input_bytes=0.0, weight_bytes=b,
                                         output_bytes=0.0),
-              precision=prec, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
+              precision=comp, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
               fixed={"n": float(n), "k": float(k)}, coords=(m,),
               pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k),
               pure_key=(g.hw, "gemm", dtype, float(n), float(k)), source_cap=cap)
@@ -363,7 +365,8 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
                                                   hidden_size=m.hidden_size,
                                                   intermediate_size=inter, weight_bytes=eb,
                                                   act_bytes=0.0),
-              precision=g.eprec, rate="moe", m_tokens=routed / np.maximum(distinct, 1e-9),
+              precision=compute_precision(g.hw, g.eprec) or g.eprec, rate="moe",
+              m_tokens=routed / np.maximum(distinct, 1e-9),
               family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
               fallback=fused, params={"mean_routed": mean_routed})
 
