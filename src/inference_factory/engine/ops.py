@@ -339,9 +339,11 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
               topk=m.experts_per_token, num_experts=m.n_routed_experts)
     # wide EP: DeepEP's grouped GEMM (SGLang tables, DeepSeek shapes); else, and where those
-    # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP
+    # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP.
     fused = ("moe", {"dtype": dtype}, dict(kw, moe_tp=g.moe_tp, moe_ep=g.ep))
-    if g.ep > 1:
+    # DeepEP's kernels come with its all-to-all, i.e. with attention DP (see the dispatch
+    # below); under attention TP, EP runs the fused MoE kernel on every token of the rank
+    if g.ep > 1 and g.dp > 1:
         fam, keys = "moe_wideep", {"phase": phase, "dtype": dtype}
         near = dict(kw, moe_ep=g.ep)
     else:
