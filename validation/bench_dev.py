@@ -1,7 +1,7 @@
 """Predicted vs published for the InferenceX development points (``inferencex_dev.csv``: B200,
 DeepSeek-R1 NVFP4 8k/1k, TP4/EP4, SGLang 0.5.5 and 0.5.6, concurrency 4-128).
 
-    python validation/bench_dev.py [PATH_TO_inferencex_dev.csv]
+    python validation/bench_dev.py [PATH_TO_inferencex_dev.csv] [--plot FILE.png]
 
 A check, never a fit: nothing in ``bench`` reads these figures. The CSV is the development
 table of the project's reference set (default: ``validation/inferencex_dev.csv``).
@@ -50,8 +50,32 @@ def main(path: str | Path = HERE / "inferencex_dev.csv") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def plot(path: str, csv: str | Path = HERE / "inferencex_dev.csv") -> None:
+    """The predicted curves of each engine version's deployment with the published points."""
+    from inference_factory.output.bench_plot import plot_bench
+
+    dev = pd.read_csv(csv)
+    g = dev[dev["framework"] == dev["framework"].iloc[-1]]
+    r = g.iloc[0]
+    ds = bench(r["model"], r["hardware"], tp=int(r["tp"]), ep=int(r["ep"]),
+               weight_precision=r["weight_precision"], moe_precision=r["moe_precision"],
+               kv_precision=r["kv_precision"], isl=int(r["isl"]), osl=int(r["osl"]),
+               range_ratio=float(r["range_ratio"]), concurrency=[1, 2, 4, 8, 16, 32, 64, 128, 256])
+    measured = dev.rename(columns={"concurrency": "max_concurrency",
+                                   "interactivity_tok_s_per_user": "interactivity"})
+    measured["median_ttft_ms"] = float("nan")          # the published table has no TTFT
+    plot_bench([(f"predicted, {r['hardware']} tp{int(r['tp'])} ep{int(r['ep'])}", ds)], path,
+               measured=measured[["max_concurrency", "interactivity", "median_ttft_ms",
+                                  "total_token_throughput_per_gpu", "median_tpot_ms"]])
+
+
 if __name__ == "__main__":
-    out = main(*sys.argv[1:])
+    args = sys.argv[1:]
+    if "--plot" in args:
+        i = args.index("--plot")
+        plot(args[i + 1])
+        del args[i:i + 2]
+    out = main(*args)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(out.round(3).to_string(index=False))
         for fw, g in out.groupby("framework"):
