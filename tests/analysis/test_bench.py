@@ -145,3 +145,21 @@ def test_bad_input_is_one_clear_error(kwargs, message):
 def test_a_deployment_that_does_not_fit_says_so():
     with pytest.raises(SpecError, match="does not fit"):
         bench("DeepSeek-V3", "H100-SXM", tp=1, concurrency=[1])
+
+
+def test_bands_hold_the_point_and_the_structure_term_only_widens():
+    kw = dict(**LLAMA, isl=1024, osl=256, concurrency=[4, 64])
+    full = bench(**kw, uncertainty=True)
+    comp = bench(**kw, uncertainty="components")
+    for name in ("total_token_throughput_per_gpu", "median_tpot_ms", "median_ttft_ms",
+                 "interactivity"):
+        lo, p, hi = (full[f"{name}_low"].values, full[name].values, full[f"{name}_high"].values)
+        assert np.all(lo <= p) and np.all(p <= hi) and np.all(hi > lo)
+        # the point is the point without bands; the structure term widens the components'
+        np.testing.assert_allclose(p, bench(**kw)[name].values)
+        assert np.all(full[f"{name}_low"].values <= comp[f"{name}_low"].values + 1e-12)
+        assert np.all(full[f"{name}_high"].values >= comp[f"{name}_high"].values - 1e-12)
+    # interactivity's band is the TPOT band inverted
+    np.testing.assert_allclose(full.interactivity_low, 1e3 / full.median_tpot_ms_high)
+    again = bench(**kw, uncertainty=True)
+    np.testing.assert_array_equal(again.p99_ttft_ms_high.values, full.p99_ttft_ms_high.values)

@@ -88,3 +88,10 @@ def test_compare_reproduces_the_measured_file(tmp_path):
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     assert message in fails(run(*BASE, *args))
+
+
+def test_uncertainty_prints_bands_and_json_low_high():
+    text = ok(run(*BASE, "-c", "4", "--uncertainty"))
+    assert "[" in text.splitlines()[-1] and "-" in text.splitlines()[-1]
+    p = json.loads(ok(run(*BASE, "-c", "4", "--uncertainty", "--json")))["points"][0]
+    assert p["median_tpot_ms_low"] < p["median_tpot_ms"] < p["median_tpot_ms_high"]

@@ -315,7 +315,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
           osl: int = 1024,
           range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
           num_prompts: int | None = None, engine: str | ServingEngine | None = None,
-          engine_time: bool = True, realism: Any = None, seed: int = 0):
+          engine_time: bool = True, realism: Any = None, seed: int = 0,
+          uncertainty: Any = None):
     """Predict ``vllm bench serve`` on one deployment at each concurrency.
 
     Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
@@ -326,13 +327,15 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     0.8); ``num_prompts`` defaults to 10 x concurrency (InferenceX). ``engine`` names a profile
     of ``configs/serving_engines.toml`` (default SGLang 0.5.6 as InferenceX runs it);
     ``engine_time=False`` drops the engine's own time (poll waits, host time).
+    ``uncertainty`` (True, "components" or an ``Uncertainty``) adds ``<name>_low`` and
+    ``<name>_high`` (the 80 % band, :mod:`.bench_bands`) beside each throughput and latency.
 
     Returns an ``xr.Dataset`` over ``concurrency`` whose variables carry
     ``vllm bench serve --save-result``'s keys and units (``median_ttft_ms``, ``output_throughput``,
     ...), plus ``num_gpus``, per-GPU throughputs, ``interactivity`` (1000 / median TPOT ms,
     InferenceX's definition), the binding resources and the state the loop settled on.
     """
-    from .bench_metrics import run_metrics, to_dataset
+    from .bench_metrics import DRAWS, run_metrics, to_dataset
 
     m, hw = load_model(model), load_hardware(hardware)
     eng = load_serving_engine(engine)
@@ -367,6 +370,10 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     if acceptance_rate is not None:
         axes["acceptance_rate"] = float(acceptance_rate)
     extra = {"draft_model": draft_model} if draft_model is not None else {}
+    # an MTP draft's acceptance falls with its position as in plan and simulate
+    from .plan import _with_acceptance
+    axes = {k: v for k, v in _with_acceptance(m, {**axes, **extra}, [axes["draft_depth"]]).items()
+            if k != "draft_model"}
     pass_prompts = max(1.0, np.floor(eng.pass_tokens(p_pool.dp > 1) / i_mean))
     common = dict(mean_prompt=i_mean, decode_context=context, final_len=float(isl + osl),
                   realism=realism)
@@ -382,17 +389,29 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
                                           kv_bytes_per_token=m.kv_bytes_per_token(
                                               axes.get("kv_precision", "bf16")),
                                           link_bytes_per_s=link, latency_s=0.0))
-    st = solve_loop(conc, colocated=colocated, decode=d_tab, prefill=p_tab,
-                    decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
-                    dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
-                    pass_prompts_max=pass_prompts, transfer_s=transfer,
-                    engine_time=engine_time)
     prompts = (np.asarray([10 * c for c in conc], dtype=float) if num_prompts is None
                else np.full(len(conc), float(num_prompts)))
-    metrics = run_metrics(st, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
-                          range_ratio=float(range_ratio), engine=eng, colocated=colocated,
-                          decode=d_tab, prefill=p_tab, prefill_ranks=p_pool.ranks,
-                          pass_prompts_max=pass_prompts, engine_time=engine_time, seed=seed)
+
+    def run(dt: StepTable, pt: StepTable, draws: int = DRAWS):
+        st_ = solve_loop(conc, colocated=colocated, decode=dt, prefill=pt,
+                         decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
+                         dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
+                         pass_prompts_max=pass_prompts, transfer_s=transfer,
+                         engine_time=engine_time)
+        return st_, run_metrics(st_, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
+                                range_ratio=float(range_ratio), engine=eng,
+                                colocated=colocated, decode=dt, prefill=pt,
+                                prefill_ranks=p_pool.ranks, pass_prompts_max=pass_prompts,
+                                engine_time=engine_time, seed=seed, draws=draws)
+
+    st, metrics = run(d_tab, p_tab)
+    if uncertainty is not None and uncertainty is not False:
+        from .bench_bands import bench_bands
+        metrics = bench_bands(metrics, run, uncertainty, m=m, hw=hw, pools=(d_pool, p_pool),
+                              tables=(d_tab, p_tab), colocated=colocated,
+                              axes={**axes, **extra}, realism=realism,
+                              lengths=dict(kv_len=context, prompt_len=i_mean,
+                                           final_len=float(isl + osl)))
     gpus = d_pool.gpus if colocated else d_pool.gpus + p_pool.gpus
     deployment = (agg.label() if colocated else
                   f"{p_pool.instances}p:{p_pool.label()} + {d_pool.instances}d:{d_pool.label()}")

@@ -15,31 +15,34 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import serving as ks
+from ..output.metadata import COUNTS
 
 #: Requests drawn per concurrency for the distributions (p99 of 4,096 draws: +-0.3 % rank).
 DRAWS = 4096
 
-#: Output variables: name -> (units, long name). vLLM's keys and units first.
+#: Output variables: name -> (units, long name). vLLM's keys and units first. Units are pint
+#: expressions of the package registry (units_registry.txt; "1" is dimensionless, as in CF);
+#: the binding resources are labels (no units).
 VARIABLES: dict[str, tuple[str, str]] = {
-    "max_concurrency": ("1", "requests in flight (--max-concurrency)"),
-    "completed": ("1", "requests completed in the measured run"),
+    "max_concurrency": ("requests", "requests in flight (--max-concurrency)"),
+    "completed": ("requests", "requests completed in the measured run"),
     "duration": ("s", "measured run duration"),
-    "total_input_tokens": ("1", "prompt tokens of the run"),
-    "total_output_tokens": ("1", "output tokens of the run"),
-    "request_throughput": ("1/s", "requests per second"),
-    "output_throughput": ("1/s", "output tokens per second"),
-    "total_token_throughput": ("1/s", "input + output tokens per second"),
+    "total_input_tokens": ("tokens", "prompt tokens of the run"),
+    "total_output_tokens": ("tokens", "output tokens of the run"),
+    "request_throughput": ("requests/s", "requests per second"),
+    "output_throughput": ("tokens/s", "output tokens per second"),
+    "total_token_throughput": ("tokens/s", "input + output tokens per second"),
     **{f"{s}_{m}_ms": ("ms", f"{s} {label}") for m, label in (
         ("ttft", "time to first token"), ("tpot", "time per output token (excl. first)"),
         ("itl", "inter-token latency (between streamed chunks)"),
         ("e2el", "end-to-end request latency")) for s in ("mean", "median", "p99")},
-    "num_gpus": ("1", "GPUs of the deployment"),
-    "total_token_throughput_per_gpu": ("1/s", "input + output tokens per second per GPU"),
-    "output_throughput_per_gpu": ("1/s", "output tokens per second per GPU"),
-    "interactivity": ("1/s", "output tokens per second per user: 1000 / median_tpot_ms"),
-    "decode_batch_per_rank": ("1", "sequences decoding together per DP rank (mean)"),
-    "prefill_prompts_per_pass": ("1", "prompts per prefill pass per rank (mean)"),
-    "prefill_tokens_per_pass": ("1", "prompt tokens per prefill pass per rank (mean)"),
+    "num_gpus": ("GPUs", "GPUs of the deployment"),
+    "total_token_throughput_per_gpu": ("tokens/s/GPU", "input + output tokens per second per GPU"),
+    "output_throughput_per_gpu": ("tokens/s/GPU", "output tokens per second per GPU"),
+    "interactivity": ("tokens/s/user", "output tokens per second per user: 1000 / median_tpot_ms"),
+    "decode_batch_per_rank": ("sequences", "sequences decoding together per DP rank (mean)"),
+    "prefill_prompts_per_pass": ("prompts", "prompts per prefill pass per rank (mean)"),
+    "prefill_tokens_per_pass": ("tokens", "prompt tokens per prefill pass per rank (mean)"),
     "decode_step_ms": ("ms", "one decode step at the settled batch"),
     "prefill_pass_ms": ("ms", "one prefill pass at the settled prompts per pass"),
     "prefill_busy_frac": ("1", "share of prefill-rank time spent in prefill passes"),
@@ -68,11 +71,11 @@ def _poisson_quantile(mean: np.ndarray, q: float, top: int = 64) -> np.ndarray:
 def run_metrics(st, conc: np.ndarray, prompts: np.ndarray, *, isl: int, osl: int,
                 range_ratio: float, engine, colocated: bool, decode, prefill,
                 prefill_ranks: int, pass_prompts_max: float, engine_time: bool,
-                seed: int) -> dict[str, np.ndarray]:
+                seed: int, draws: int = DRAWS) -> dict[str, np.ndarray]:
     """vLLM's metrics per concurrency from draws of requests (same draws at every
     concurrency, so the curves are smooth)."""
     rng = np.random.default_rng(seed)
-    n = DRAWS
+    n = int(draws)
     lo_i, lo_o = int(np.floor(isl * range_ratio)), int(np.floor(osl * range_ratio))
     inp = rng.integers(lo_i, isl + 1, n).astype(float)[None, :]
     out = np.maximum(rng.integers(lo_o, osl + 1, n), 1).astype(float)[None, :]
@@ -148,10 +151,15 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
     import xarray as xr
 
     res = dict(res)
-    res["num_gpus"] = np.full(len(conc), float(num_gpus))
+    res["num_gpus"] = np.full(len(conc), int(num_gpus))
     res["total_token_throughput_per_gpu"] = res["total_token_throughput"] / num_gpus
     res["output_throughput_per_gpu"] = res["output_throughput"] / num_gpus
     res["interactivity"] = 1e3 / res["median_tpot_ms"]
+    for side, other in (("low", "high"), ("high", "low")):
+        if f"total_token_throughput_{side}" in res:
+            for k in ("total_token_throughput", "output_throughput"):
+                res[f"{k}_per_gpu_{side}"] = res[f"{k}_{side}"] / num_gpus
+            res[f"interactivity_{side}"] = 1e3 / res[f"median_tpot_ms_{other}"]
     res["decode_batch_per_rank"] = st.decoding
     res["prefill_prompts_per_pass"] = st.prompts_per_pass
     res["prefill_tokens_per_pass"] = st.prompts_per_pass * float(
@@ -170,9 +178,18 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
         attrs = {"long_name": long}
         if unit:
             attrs["units"] = unit
-        data[name] = ("concurrency", np.asarray(res[name]), attrs)
+        arr = np.asarray(res[name])
+        if name in COUNTS and arr.dtype.kind == "f" and np.all(np.isfinite(arr)) \
+                and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)           # counts as integers (same values)
+        data[name] = ("concurrency", arr, attrs)
+        for side, q in (("low", "10"), ("high", "90")):    # bands (bench(uncertainty=...))
+            if f"{name}_{side}" in res:
+                data[f"{name}_{side}"] = ("concurrency", np.asarray(res[f"{name}_{side}"]),
+                                          {**attrs, "long_name": f"{long}, {q}th percentile "
+                                           "of the prediction band"})
     return xr.Dataset(data, coords={"concurrency": ("concurrency", np.asarray(conc, dtype=np.int64),
-                                                    {"long_name": "requests in flight"})},
+                                                    {"units": "requests", "long_name": "requests in flight"})},
                       attrs={"model": model, "hardware": hardware, "deployment": deployment,
                              "isl": isl, "osl": osl, "range_ratio": range_ratio,
                              "engine": engine.name, "engine_description": engine.description,

@@ -95,6 +95,32 @@ def _pick(throughput: np.ndarray, ok: np.ndarray, fallback: np.ndarray) -> tuple
     return int(np.argmax(fallback)), False
 
 
+def _colocated_decode(D, P, ratio_io):
+    """Output tokens/s per GPU when the same GPUs also prefill every request:
+    ``1 / (1/D + (I/O) / P)`` (a request of I input and O output tokens takes I/P + O/D
+    GPU-seconds)."""
+    return 1.0 / (1.0 / D + ratio_io / P)
+
+
+def _metric_of(c: Mapping[str, Any], res: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The case's metric from the engine's outputs at its chosen operating point (every
+    array along the draws of a band: :func:`.bands.case_band`); the mapping of
+    :func:`_predict_case`."""
+    if c["phase"] == "prefill":
+        if c["metric"] == "ttft_s":
+            return res["ttft_s"]
+        if c["unit"] == "computed tokens/s/GPU":
+            return res["prefill_computed_tokens_per_s_per_gpu"]
+        return res["prefill_tokens_per_s_per_gpu"]
+    D, user = res["decode_tokens_per_s_per_gpu"], res["decode_tokens_per_s_per_user"]
+    if c["colocated"]:
+        D_eff = _colocated_decode(D, res["prefill_tokens_per_s_per_gpu"],
+                                  float(c["input_len"]) / float(c["output_len"]))
+        user, D = user * (D_eff / D), D_eff
+    return {"decode_tokens_per_s_per_gpu": D, "decode_tokens_per_s_per_user": user,
+            "tpot_s": 1.0 / user}[c["metric"]]
+
+
 def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     kw = _engine_kwargs(c)
     m, hw = c["model"], c["hardware"]
@@ -154,7 +180,7 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
         # the same GPUs prefill every request: per GPU, a request of I input and O output
         # tokens takes I / P + O / D GPU-seconds, and users get tokens only while decoding
         ratio_io = float(c["input_len"]) / float(c["output_len"])
-        D_eff = 1.0 / (1.0 / D + ratio_io / P_j)
+        D_eff = _colocated_decode(D, P_j, ratio_io)
         user = user * (D_eff / D)           # = user x decode share of GPU time
         D = D_eff
     ok = user >= min_user * (1 - 1e-12) if has_user_slo else np.ones_like(D, bool)
@@ -170,7 +196,7 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def predict(cases: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
+def predict(cases: pd.DataFrame | str | os.PathLike, uncertainty=None) -> pd.DataFrame:
     """Predict every case; one row per case with predicted, published, ratio and error.
 
     Parameters
@@ -185,6 +211,10 @@ def predict(cases: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
         used: ``batch_per_gpu_used`` (decode sequences per GPU), ``prompts_per_pass_used``
         (prefill prompts per attention-DP rank), ``binding_resource``, ``fits`` (decode batch
         fits in HBM), ``meets_slo`` (None without an SLO), ``colocated``, ``row``.
+        With ``uncertainty`` (True, "components" or an Uncertainty): ``component_low``,
+        ``component_high``, ``predicted_low``, ``predicted_high`` (with the model-structure
+        term), ``inside``, ``vendor``, ``device_class`` and ``structure_widen_ln``
+        (:func:`.bands.case_band`).
     """
     if not isinstance(cases, pd.DataFrame):
         cases = load_cases(cases)
@@ -206,6 +236,9 @@ def predict(cases: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
             "binding_resource": res["binding_resource"], "fits": res["fits"],
             "meets_slo": res["meets_slo"], "colocated": bool(c["colocated"]), "row": c["row"],
         })
+        if uncertainty is not None and uncertainty is not False:
+            from .bands import case_band
+            rows[-1].update(case_band(c, _engine_kwargs(c), res, uncertainty))
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"predicted": "unit column", "published": "unit column", "ratio": "1",
                          "abs_log_error": "1 (natural log)"}
@@ -239,11 +272,15 @@ def summarize(results: pd.DataFrame) -> dict[str, Any]:
     """
     if results.empty:
         raise SpecError("no cases to summarize")
-    return {
+    out = {
         "overall": _stats(results),
         "by_phase": {k: _stats(g) for k, g in results.groupby("phase", sort=True)},
         "by_hardware": {k: _stats(g) for k, g in results.groupby("hardware", sort=True)},
     }
+    if "predicted_low" in results:
+        from .bands import band_summary
+        out["bands"] = band_summary(results)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

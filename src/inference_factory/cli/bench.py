@@ -78,6 +78,10 @@ def _concurrency(ctx, param, value):
                    "sglang-0.5.6; also vllm-v1, ideal).")
 @click.option("--no-engine-time", is_flag=True,
               help="Drop the engine's own time (poll waits, host time, stream chunks).")
+@click.option("--uncertainty", is_flag=True,
+              help="Add the 80% band of each throughput and latency (table: value [low-high]; "
+                   "JSON <name>_low/_high; the plot shades it): component uncertainty widened "
+                   "by the model's track record (docs/MODEL.md sections 12-13).")
 @click.option("--compare", "compare_paths", multiple=True, metavar="FILE.json",
               help="Measured results (vllm bench serve --save-result, or InferenceX's processed "
                    "JSON; a file, JSONL or folder; repeat): print predicted vs measured.")
@@ -92,7 +96,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
               moe_precision, kv_precision, attention_precision, dispatch_precision,
               combine_precision, draft_depth, acceptance_rate,
               draft_model, overlap, isl, osl, range_ratio, concurrency, num_prompts, engine,
-              no_engine_time, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
+              no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
     throughput (total and per GPU) and interactivity, with vLLM's key names.
@@ -131,7 +135,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
                range_ratio=range_ratio,
                concurrency=concurrency or DEFAULT_CONCURRENCY, num_prompts=num_prompts,
-               engine=engine, engine_time=not no_engine_time)
+               engine=engine, engine_time=not no_engine_time,
+               uncertainty=True if uncertainty else None)
     df = ds.to_dataframe().reset_index()
     a = ds.attrs
     head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
@@ -140,7 +145,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     if measured is not None:
         text = _comparison_text(df, measured, fmt, head)
     elif fmt in ("table", "markdown"):
-        text = render(df[[c for c in TABLE_COLUMNS if c in df]], fmt, header=head)
+        text = render(_with_bands(df, [c for c in TABLE_COLUMNS if c in df]), fmt, header=head)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -156,6 +161,19 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     click.echo(text)
     if plot_path is not None and fmt in ("table", "markdown"):
         click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")
+
+
+def _with_bands(df, columns):
+    """The shown columns, each with a band as ``value [low-high]`` (text) where the result
+    carries ``<name>_low`` / ``<name>_high``."""
+    from ..output.tables import format_number as f
+
+    out = df[columns].copy()
+    for c in columns:
+        if f"{c}_low" in df and f"{c}_high" in df:
+            out[c] = [f"{f(v)} [{f(lo)}-{f(hi)}]" for v, lo, hi in
+                      zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
+    return out
 
 
 def _comparison_text(df, measured, fmt: str, head: str) -> str:

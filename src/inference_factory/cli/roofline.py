@@ -115,6 +115,26 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
     return "\n".join(lines)
 
 
+#: The outputs whose 80 % band the one-point report shows: (label, variable, format).
+_BAND_ROWS = (("decode tok/s per GPU", "decode_tokens_per_s_per_gpu", "num"),
+              ("decode tok/s per user", "decode_tokens_per_s_per_user", "num"),
+              ("TPOT", "tpot_s", "ms"), ("decode step", "decode_step_s", "ms"),
+              ("prefill tok/s per GPU", "prefill_tokens_per_s_per_gpu", "num"),
+              ("TTFT", "ttft_s", "ms"), ("max batch size", "max_batch_size", "num"))
+
+
+def _band_text(v: dict[str, Any]) -> str:
+    """The band section of the one-point report: ``value [low-high]``."""
+    def f(x, kind):
+        return f"{x * 1e3:.3f} ms" if kind == "ms" else f"{x:,.1f}"
+    rows = [(label, f"{f(v[k], kind)} [{f(v[k + '_low'], kind)}-{f(v[k + '_high'], kind)}]")
+            for label, k, kind in _BAND_ROWS if k + "_low" in v]
+    w = v.get("band_structure_ln", 0.0)
+    head = ["", f"80% band (components; model-structure term x{math.exp(w):.3f} each side "
+                "on throughputs and times)"]
+    return "\n" + "\n".join(head + _kv(rows, width=_K))
+
+
 def _footing_text(ops, phase: str) -> str:
     """``measured 76%, interpolated 18%, ...``: each cost source's share of a pass's op time
     (:func:`inference_factory.analysis.plan_candidates.op_source_shares`) and the label."""
@@ -171,15 +191,26 @@ def _footing_text(ops, phase: str) -> str:
 @click.option("--ops", "show_ops", is_flag=True,
               help="Also report each operation's time per step, resource and source "
                    "(measured / interpolated / extrapolated / roofline).")
+@click.option("--uncertainty", is_flag=True,
+              help="Add the 80% band (value [low-high]; JSON <name>_low/_high): component "
+                   "spreads and assumption ranges, widened by the model-structure term "
+                   "(docs/MODEL.md section 13).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print every result variable and the attributes as one JSON object.")
 def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: bool,
-             as_json: bool, draft_model: str | None, **options: Any) -> None:
+             as_json: bool, draft_model: str | None, uncertainty: bool = False,
+             **options: Any) -> None:
     """Evaluate prefill and decode at ONE operating point.
 
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
     point = {k: x for k, x in options.items() if x is not None}
+    band = None
+    if uncertainty:
+        from ..engine.arrays import _realism, evaluate_arrays
+
+        band = evaluate_arrays(model, hardware, realism=_realism(ideal, realism),
+                               draft_model=draft_model, uncertainty=True, **point)
     if not (as_json or show_ops):       # the report of one point: arrays, no Dataset
         import numpy as np
 
@@ -187,12 +218,14 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
         m, h = load_model(model), load_hardware(hardware)
         rl = _realism(ideal, realism)
-        res = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, **point)
+        res = band if band is not None else evaluate_arrays(m, h, realism=rl,
+                                                            draft_model=draft_model, **point)
         mode = realism_mode(rl)
         if draft_model:
             point["draft_model"] = draft_model
-        click.echo(_roofline_text({k: np.asarray(x).item() for k, x in res.items()},
-                                  m.name, h.name, mode, point))
+        v = {k: np.asarray(x).item() for k, x in res.items()}
+        click.echo(_roofline_text(v, m.name, h.name, mode, point)
+                   + (_band_text(v) if band is not None else ""))
         return
     from ..engine import evaluate
 
@@ -208,6 +241,9 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         out["inputs"] = dict(point, ideal=ideal, realism=realism,
                              **({"draft_model": draft_model} if draft_model else {}))
         out["attrs"] = {k: x for k, x in ds.attrs.items()}
+        if band is not None:
+            out.update({k: x for k, x in band.items() if k.endswith(("_low", "_high"))
+                        or k == "band_structure_ln"})
         _dump_json(out)
         return
     if draft_model:

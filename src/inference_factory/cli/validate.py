@@ -24,11 +24,16 @@ def _validation_json(results, summary) -> str:
 
 def _validation_text(results, summary) -> str:
 
-    rows = [(r.case_id, r.phase, r.hardware, r.metric, format_number(r.predicted),
+    banded = "predicted_low" in results
+    rows = [(r.case_id, r.phase, r.hardware, r.metric, format_number(r.predicted)
+             + (f" [{format_number(r.predicted_low)}-{format_number(r.predicted_high)}]"
+                if banded else ""),
              format_number(r.published),
-             f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") for r in results.itertuples()]
+             f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") + (("yes" if r.inside else "no",)
+                                                           if banded else ())
+            for r in results.itertuples()]
     lines = [_table(["CASE", "PHASE", "HARDWARE", "METRIC", "PREDICTED", "PUBLISHED", "RATIO",
-                     "|LN ERR|"], rows, right=(4, 5, 6, 7)), ""]
+                     "|LN ERR|"] + (["INSIDE"] if banded else []), rows, right=(4, 5, 6, 7)), ""]
     groups = [("all", summary["overall"])]
     groups += [(f"phase {k}", v) for k, v in summary["by_phase"].items()]
     groups += [(f"hardware {k}", v) for k, v in summary["by_hardware"].items()]
@@ -37,6 +42,14 @@ def _validation_text(results, summary) -> str:
              for name, s in groups]
     lines.append(_table(["SUMMARY", "CASES", "MEDIAN |LN ERR|", "WORST |LN ERR|", "GEOMEAN RATIO",
                          "WORST CASE"], srows, right=(1, 2, 3, 4)))
+    if banded:
+        brows = [(name, str(v["total"]["n_cases"]), f"{100 * v['component']['coverage']:.0f}%",
+                  f"{v['component']['median_width']:.2f}x", f"{100 * v['total']['coverage']:.0f}%",
+                  f"{v['total']['median_width']:.2f}x", f"{100 * v['coverage_loo']:.0f}%")
+                 for name, v in summary["bands"].items()]
+        lines += ["", _table(["80% BAND", "CASES", "COMPONENT COVERAGE", "COMPONENT WIDTH",
+                              "COVERAGE", "WIDTH", "COVERAGE (LOO TERM)"], brows,
+                             right=(1, 2, 3, 4, 5, 6))]
     return "\n".join(lines)
 
 
@@ -46,7 +59,10 @@ def _validation_text(results, summary) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print cases and summary as one JSON object.")
 @click.option("--output", "-o", "output", default=None, metavar="FILE",
               help="Also write the results: FILE.json (cases + summary) or FILE.csv (cases).")
-def validate(cases_path: str, as_json: bool, output: str | None) -> None:
+@click.option("--uncertainty", is_flag=True,
+              help="Add each case's 80% band (predicted_low, predicted_high, inside) and the "
+                   "coverage and median width of the bands (docs/MODEL.md section 13).")
+def validate(cases_path: str, as_json: bool, output: str | None, uncertainty: bool) -> None:
     """Predict every case of a case file and compare with the published figure.
 
     Reports predicted, published, ratio (predicted / published) and |ln ratio| per case,
@@ -61,7 +77,7 @@ def validate(cases_path: str, as_json: bool, output: str | None) -> None:
     if output is not None:
         check_target(output)
     cases = validation.load_cases(cases_path)
-    results = validation.predict(cases)
+    results = validation.predict(cases, uncertainty=True if uncertainty else None)
     summary = validation.summarize(results)
     json_text = _validation_json(results, summary)
     if output is not None:

@@ -92,6 +92,7 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
                     acceptance_by_position: Iterable[float] | None = None,
                     draft_model: str | ModelSpec | None = None,
                     expert_popularity: Iterable[float] | None = None,
+                    uncertainty: Any = None,
                     **kwargs: Any) -> dict[str, np.ndarray]:
     """:func:`evaluate` for one structure on plain arrays: each numeric axis a number or a
     numpy array, all broadcast together by numpy's rules (``batch_size=b[:, None]``,
@@ -101,9 +102,18 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
     (an output that does not depend on an axis keeps length 1 along it), binding resources
     as labels; checks and results are :func:`evaluate`'s. A grid of candidates is then one
     vectorized pass, without the Dataset a call of :func:`evaluate` builds around it.
+
+    ``uncertainty`` (True, "components" or an :class:`~..specs.uncertainty.Uncertainty`)
+    adds ``<name>_low`` / ``<name>_high`` beside every float output (:mod:`.uncertainty`).
     """
     check_axis_names(kwargs)
     rl = _realism(ideal, realism)
+    if uncertainty is not None and uncertainty is not False:
+        from .uncertainty import bands_arrays
+        return bands_arrays(evaluate_arrays, model, hardware, uncertainty, realism=rl,
+                            variables=variables, acceptance_by_position=acceptance_by_position,
+                            draft_model=draft_model, expert_popularity=expert_popularity,
+                            **kwargs)
     raw: dict[str, Any] = {}
     for k, v in NUMERIC_AXES.items():
         value = kwargs.get(k, v[0])

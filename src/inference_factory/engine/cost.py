@@ -48,7 +48,10 @@ class Cost:
 
 def cost_ops(g: Geom, ops: list[Op]) -> list[Cost]:
     memo: dict = {}       # table locations shared by the ops of this pass
-    return [cost_op(g, op, memo) for op in ops]
+    costs = [cost_op(g, op, memo) for op in ops]
+    # prediction bands: per-family factors of one stratum of draws (engine/uncertainty.py)
+    perturb = getattr(g.rl, "perturb_costs", None)
+    return costs if perturb is None else perturb(g, costs)
 
 
 def cost_op(g: Geom, op: Op, memo: dict | None = None) -> Cost:

@@ -13,6 +13,7 @@ case file row      ``validation/*.csv`` (one row)              :func:`validation
 trace row          ``*.jsonl`` (Mooncake) / ``*.csv`` (one row)  :func:`factory.workload.load_trace`
 realism constants  ``configs/realism.toml``                    :func:`specs.realism.load_realism`
 serving engines    ``configs/serving_engines.toml``            :func:`specs.engines.load_serving_engine`
+uncertainty        ``configs/uncertainty.toml``                :func:`specs.uncertainty.load_uncertainty`
 =================  ==========================================  ================================
 
 A loader validates the raw file content against its schema with :func:`check` before it
@@ -60,11 +61,12 @@ from .schema_realism import (RealismAttention, RealismDpAttention, RealismExpert
                              RealismOtherKernels, RealismOverhead, RealismOverlap,
                              RealismSpeculative, RealismSwitch)
 from .schema_engines import ServingEngineEntry, ServingEnginesFile  # noqa: F401
+from .schema_uncertainty import UncertaintyFile  # noqa: F401
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "hardware": HardwareFile, "model": ModelFile, "factory_config": FactoryConfigFile,
     "sweep": SweepFile, "case_row": CaseRow, "trace_row": TraceRow, "realism": RealismFile,
-    "serving_engines": ServingEnginesFile,
+    "serving_engines": ServingEnginesFile, "uncertainty": UncertaintyFile,
 }
 
 # --------------------------------------------------------------------------------------------
