@@ -27,6 +27,11 @@ def hw_toml(name):
     return tomllib.loads((ROOT / "hardware" / f"{name}.toml").read_text())
 
 
+def basis_toml(name):
+    rows = tomllib.loads((ROOT / "configs" / "price_bases.toml").read_text())["price_basis"]
+    return next(r for r in rows if r["name"] == name)
+
+
 def price_toml(pid):
     rows = tomllib.loads((ROOT / "configs" / "prices.toml").read_text())["price"]
     return next(r for r in rows if r["id"] == pid)
@@ -160,15 +165,17 @@ def test_economics_over_a_hardware_dimension():
     ds = inf.evaluate("DeepSeek-V3", names, dp=32, ep=32, batch_size=[32, 64], kv_len=2048)
     e = add_economics(ds, price=PRICE_ID)
     assert set(e.usd_per_mtok_output.dims) == {"hardware", "batch_size"}
+    rental_3yr = basis_toml("rental-3yr")["usd_per_gpu_hour"]
     for n in names:
-        rate = hw_toml(n)["price"]["rental_usd_per_gpu_hour"]
+        # one basis: SemiAnalysis 3-year rental; H800 is not in it and falls back to its file
+        rate = rental_3yr.get(n) or hw_toml(n)["price"]["rental_usd_per_gpu_hour"]
         assert float(e.gpu_cost_usd_per_hour.sel(hardware=n)) == rate
         tps = e.decode_tokens_per_s_per_gpu.sel(hardware=n, batch_size=64)
         assert float(e.usd_per_mtok_output.sel(hardware=n, batch_size=64)) == pytest.approx(
             rate / (float(tps) * 3600) * 1e6, rel=1e-12)
     units = {k: e[k].attrs["units"] for k in ("usd_per_mtok_output", "gross_margin_frac",
                                               "payback_months", "output_tokens_per_s_per_mw")}
-    assert units == {"usd_per_mtok_output": "USD/Mtok", "gross_margin_frac": "1",
+    assert units == {"usd_per_mtok_output": "USD/Mtoken", "gross_margin_frac": "1",
                      "payback_months": "months", "output_tokens_per_s_per_mw": "tokens/s/MW"}
     # no capex in the rental files of H800 and B200: payback is unknown there, known on H200
     assert np.isnan(e.payback_months.sel(hardware="H800-SXM")).all()
@@ -179,8 +186,9 @@ def test_missing_prices_and_bad_inputs_name_the_problem(h800, h200):
     with pytest.raises(inf.SpecError, match=r"H800-SXM\.toml: hardware 'H800-SXM' lists no TCO price"):
         add_economics(h800, cost=CostModel(cost_basis="tco"))
     h20 = inf.evaluate("Llama-3.1-8B", "H20-96GB", batch_size=8)
-    with pytest.raises(inf.SpecError, match=r"hardware 'H20-96GB' lists no rental price; pass "
-                                            r"rental_usd_per_gpu_hour"):
+    with pytest.raises(inf.SpecError, match=r"hardware 'H20-96GB' lists no rental price in price "
+                                            r"basis 'rental-3yr,hardware-file'; no bundled basis "
+                                            r"prices it: give rental_usd_per_gpu_hour"):
         add_economics(h20)
     with pytest.raises(inf.SpecError, match=r"lists no capex indication"):
         add_economics(h800, cost=CostModel(cost_basis="capex"))

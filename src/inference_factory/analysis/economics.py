@@ -15,9 +15,19 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..errors import SpecError
-from ..specs.prices import INPUT_TOKENS_PER_OUTPUT_TOKEN, Economics, resolve_price
 from ..kernels import economics as kecon
 from ..specs import HardwareSpec, load_hardware
+from ..specs.prices import (
+    DEFAULT_POWER_BASIS,
+    INPUT_TOKENS_PER_OUTPUT_TOKEN,
+    Economics,
+    GpuHourPrice,
+    allin_kw_per_gpu,
+    check_power_basis,
+    load_power_bases,
+    price_gpu_hour,
+    resolve_price,
+)
 from ..units import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
@@ -34,10 +44,19 @@ DECODE_FRAC_OF_TDP = _E.decode_frac_of_tdp
 
 @dataclass(frozen=True)
 class CostModel:
-    """How one GPU-hour is charged. Defaults are labelled assumptions (docs/CONFIG.md)."""
+    """How one GPU-hour is charged. Defaults are labelled assumptions (docs/CONFIG.md).
+
+    ``price_basis`` prices every device of a run from one named table
+    (``configs/price_bases.toml``: ``rental-3yr``, ``owning-hyperscaler``, ``owning-neocloud``;
+    ``hardware-file``; a user's .toml/.csv; ``NAME,FALLBACK`` names a fallback, stated per
+    device). None: ``rental-3yr,hardware-file`` for rental, ``owning-hyperscaler`` for tco.
+    ``power_basis`` is what tokens/s per MW divides by: ``gpu-tdp-pue`` (the GPU's phase power
+    x PUE) or ``all-in-provisioned`` (InferenceX's provisioned kW per GPU)."""
 
     cost_basis: CostBasis = "rental"
-    rental_usd_per_gpu_hour: float | None = None    # default: the hardware file's price
+    price_basis: str | None = None                  # default: see above
+    power_basis: str = DEFAULT_POWER_BASIS
+    rental_usd_per_gpu_hour: float | None = None    # default: the price basis's rate
     capex_usd_per_gpu: float | None = None          # default: the hardware file's price
     depreciation_years: float = _E.depreciation_years
     residual_frac: float = _E.residual_frac
@@ -53,18 +72,9 @@ def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tupl
                                 idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=frac)
     energy = float(kecon.energy_usd_per_hour(power_w=power_w, pue=cost.pue,
                                              usd_per_kwh=cost.usd_per_kwh))
-    if cost.cost_basis == "rental":
-        rate = cost.rental_usd_per_gpu_hour or hw.price.get("rental_usd_per_gpu_hour")
-        if not rate:
-            raise SpecError(f"{hw.path}: hardware {hw.name!r} lists no rental price; pass "
-                            "rental_usd_per_gpu_hour")
-        return float(rate), 0.0           # an all-in rental already covers power
-    if cost.cost_basis == "tco":
-        rate = hw.price.get("tco_usd_per_gpu_hour")
-        if not rate:
-            raise SpecError(f"{hw.path}: hardware {hw.name!r} lists no TCO price; use "
-                            "cost_basis 'rental' or 'capex'")
-        return float(rate), 0.0           # SemiAnalysis all-in TCO includes opex
+    if cost.cost_basis in ("rental", "tco"):
+        # an all-in rental or TCO figure already covers power (SemiAnalysis's includes opex)
+        return gpu_hour_price(hw, cost).usd_per_gpu_hour, 0.0
     if cost.cost_basis == "capex":
         capex = cost.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu")
         if not capex:
@@ -75,6 +85,98 @@ def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tupl
                                                  residual_frac=cost.residual_frac))
         return dep, energy
     raise SpecError(f"cost_basis = {cost.cost_basis!r} is not one of ['capex', 'rental', 'tco']")
+
+
+def gpu_hour_price(hw: HardwareSpec, cost: CostModel) -> GpuHourPrice:
+    """The rental or TCO price of one GPU-hour of ``hw`` on the run's price basis, with where
+    it comes from (:func:`inference_factory.specs.prices.price_gpu_hour`)."""
+    if cost.price_basis is not None and cost.cost_basis == "capex":
+        raise SpecError(f"price_basis = {cost.price_basis!r} prices rental or TCO GPU-hours; "
+                        "cost_basis 'capex' charges depreciation and energy (drop one)")
+    return price_gpu_hour(hw, cost_basis=cost.cost_basis, price_basis=cost.price_basis,
+                          rental_usd_per_gpu_hour=cost.rental_usd_per_gpu_hour)
+
+
+def price_basis_label(cost: CostModel, hardware=()) -> str:
+    """One line for table headers and JSON: the run's price basis, its source and date, and
+    each device a fallback (or a user rate) priced, e.g. ``rental-3yr (IMAX_TCO, 2026-04);
+    H800-SXM 2 $/GPU-h from hardware-file (not in rental-3yr; 2025-02)``."""
+    from ..specs.prices import default_price_basis, load_price_bases
+
+    if cost.cost_basis == "capex":
+        src = ("capex_usd_per_gpu given" if cost.capex_usd_per_gpu else
+               "hardware files' [price] capex_usd_per_gpu")
+        return (f"capex ({src}, {cost.depreciation_years:g}-year straight line) + energy "
+                f"({cost.usd_per_kwh:g} $/kWh, PUE {cost.pue:g})")
+    if cost.cost_basis == "rental" and cost.rental_usd_per_gpu_hour:
+        return f"user rate {cost.rental_usd_per_gpu_hour:g} $/GPU-h (rental_usd_per_gpu_hour)"
+    spec = cost.price_basis or default_price_basis(cost.cost_basis)
+    first = spec.split(",")[0].strip()
+    bundled = load_price_bases()
+    head = bundled[first].label() if first in bundled else (
+        "hardware-file (each hardware file's own [price], its own source and date)"
+        if first == "hardware-file" else first)
+    notes = []
+    for hw in (_load(h) for h in hardware):
+        try:
+            g = gpu_hour_price(hw, cost)
+        except SpecError:
+            notes.append(f"{hw.name} unpriced (not in {spec})")
+            continue
+        if g.basis != first or first == "hardware-file":   # the file's own: say each date
+            notes.append(g.label())
+    return "; ".join([head, *notes])
+
+
+def power_basis_label(cost: CostModel) -> str:
+    """``gpu-tdp-pue (GPU phase power x PUE 1.3)`` or ``all-in-provisioned (IMAX_TCO, 2026-04)``."""
+    check_power_basis(cost.power_basis)
+    if cost.power_basis == "gpu-tdp-pue":
+        return f"gpu-tdp-pue (GPU phase power x PUE {cost.pue:g})"
+    pb = load_power_bases()["all-in-provisioned"]
+    return f"all-in-provisioned ({pb.source.split(':', 1)[0]}, {pb.date})"
+
+
+def cost_attrs(cost: CostModel, hardware=()) -> dict:
+    """What every costed output states (table header and JSON attrs): ``cost_basis``,
+    ``price_basis`` (:func:`price_basis_label`), ``power_basis`` and ``usd_per_gpu_hour``, the
+    decode-phase GPU-hour cost per device (None where the basis does not price it)."""
+    rates = {}
+    for hw in (_load(h) for h in hardware):
+        try:
+            rates[hw.name] = float(sum(gpu_cost_usd_per_hour(hw, cost, "decode")))
+        except SpecError:
+            rates[hw.name] = None
+    return {"cost_basis": cost.cost_basis, "price_basis": price_basis_label(cost, hardware),
+            "power_basis": power_basis_label(cost), "usd_per_gpu_hour": rates}
+
+
+def cost_header(cost: CostModel, hardware=()) -> str:
+    """``rental cost, price basis rental-3yr (IMAX_TCO, 2026-04), power basis gpu-tdp-pue``:
+    the words a costed table's header carries."""
+    return (f"{cost.cost_basis} cost, price basis {price_basis_label(cost, hardware)}, "
+            f"power basis {cost.power_basis}")
+
+
+def _load(h) -> HardwareSpec:
+    return h if isinstance(h, HardwareSpec) else load_hardware(h)
+
+
+def facility_power_w(hw: HardwareSpec, cost: CostModel, *, tdp_w=None, utilization=None,
+                     pue=None):
+    """Facility watts charged to one decoding GPU of ``hw`` on ``cost.power_basis``
+    (:func:`inference_factory.kernels.economics.facility_power_w_per_gpu`); NaN where the
+    all-in table does not list the device. ``tdp_w``, ``utilization`` and ``pue`` may be
+    arrays (Monte Carlo samples); default: the spec's and the cost model's."""
+    check_power_basis(cost.power_basis)
+    u = cost.utilization if utilization is None else utilization
+    gpu_w = kecon.gpu_power_w(tdp_w=hw.tdp_w if tdp_w is None else tdp_w, busy_frac=u,
+                              idle_frac_of_tdp=IDLE_FRAC_OF_TDP,
+                              busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
+    kw = allin_kw_per_gpu(hw)
+    return kecon.facility_power_w_per_gpu(power_basis=cost.power_basis, gpu_power_w=gpu_w,
+                                          pue=cost.pue if pue is None else pue,
+                                          allin_kw_per_gpu=np.nan if kw is None else kw)
 
 
 def usd_per_mtok_at(tokens_per_s_per_gpu, *, gpu_cost_usd_per_hour, utilization):
@@ -151,7 +253,8 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
         energy_decode=_per_hardware(ds, lambda hw: gpu_cost_usd_per_hour(hw, cost, "decode")[1]),
         tdp_w=_per_hardware(ds, lambda hw: hw.tdp_w), utilization=cost.utilization, pue=cost.pue,
         prices=prices, input_tokens_per_output_token=input_tokens_per_output_token,
-        capex_usd_per_gpu=capex)
+        capex_usd_per_gpu=capex,
+        facility_power_w=_per_hardware(ds, lambda hw: float(facility_power_w(hw, cost))))
     if pr is not None:
         out.attrs["price"] = f"{pr.id} ({pr.date}; {pr.source})"
         if unpriced:
@@ -159,7 +262,19 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
             note = payback_absent_reason(unpriced)
             out.attrs["payback_months"] = note
             out["payback_months"].attrs["absent"] = note
-    out.attrs["cost_basis"] = cost.cost_basis
+    names = _hardware_names(ds)
+    attrs = cost_attrs(cost, [_hardware_spec(ds, n) for n in names])
+    out.attrs.update(cost_basis=attrs["cost_basis"], price_basis=attrs["price_basis"],
+                     power_basis=attrs["power_basis"],
+                     usd_per_gpu_hour="; ".join(f"{k}={v:g}" if v is not None else f"{k}=none"
+                                                for k, v in attrs["usd_per_gpu_hour"].items()))
+    out["output_tokens_per_s_per_mw"].attrs["power_basis"] = attrs["power_basis"]
+    if cost.power_basis != "gpu-tdp-pue":
+        missing = [n for n in names if allin_kw_per_gpu(_hardware_spec(ds, n)) is None]
+        if missing:
+            out["output_tokens_per_s_per_mw"].attrs["absent"] = (
+                f"output_tokens_per_s_per_mw absent for {', '.join(missing)}: not in power "
+                f"basis {cost.power_basis} (configs/price_bases.toml)")
     return out
 
 
@@ -176,7 +291,7 @@ def payback_absent_reason(hardware: list[str]) -> str:
 
 def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, energy_decode,
                          tdp_w, utilization, pue, prices=None, input_tokens_per_output_token,
-                         capex_usd_per_gpu=None) -> xr.Dataset:
+                         capex_usd_per_gpu=None, facility_power_w=None) -> xr.Dataset:
     """The per-token economics of an engine Dataset from resolved rates; every argument may
     be a float or a DataArray (per hardware, per Monte Carlo sample...). The one place the
     per-token cost, revenue and margin formulas are wired; :func:`add_economics` resolves the
@@ -184,6 +299,8 @@ def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, e
 
     ``prices``: mapping with ``input_cache_hit_usd_per_mtok``, ``input_cache_miss_usd_per_mtok``
     and ``output_usd_per_mtok`` (floats or DataArrays), or None for cost variables only.
+    ``facility_power_w``: watts per decoding GPU on the run's power basis
+    (:func:`facility_power_w`); default the gpu-tdp-pue basis from ``tdp_w`` and ``pue``.
     """
     out = ds.copy()
     r = input_tokens_per_output_token
@@ -197,10 +314,15 @@ def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, e
                                                 gpu_cost_usd_per_hour=gpu_cost_prefill,
                                                 utilization=utilization)
     out["usd_per_mtok_blended"] = (r * out.usd_per_mtok_input + out.usd_per_mtok_output) / (r + 1.0)
-    power = kecon.gpu_power_w(tdp_w=tdp_w, busy_frac=utilization,
-                              idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
+    if facility_power_w is None:
+        power = kecon.gpu_power_w(tdp_w=tdp_w, busy_frac=utilization,
+                                  idle_frac_of_tdp=IDLE_FRAC_OF_TDP,
+                                  busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
+        facility_power_w = kecon.facility_power_w_per_gpu(
+            power_basis="gpu-tdp-pue", gpu_power_w=power, pue=pue, allin_kw_per_gpu=np.nan)
     out["output_tokens_per_s_per_mw"] = kecon.tokens_per_s_per_mw(
-        tokens_per_s=ds.decode_tokens_per_s_per_gpu * utilization, facility_power_w=power * pue)
+        tokens_per_s=ds.decode_tokens_per_s_per_gpu * utilization,
+        facility_power_w=facility_power_w)
     units = {"gpu_cost_usd_per_hour": "USD/GPU-hour", "usd_per_mtok_output": "USD/Mtok",
              "usd_per_mtok_input": "USD/Mtok", "usd_per_mtok_blended": "USD/Mtok",
              "output_tokens_per_s_per_mw": "tokens/s/MW"}
@@ -227,4 +349,6 @@ def economics_from_rates(ds: xr.Dataset, *, gpu_cost_decode, gpu_cost_prefill, e
             units["payback_months"] = "months"
     for k, u in units.items():
         out[k].attrs["units"] = u
-    return out
+    from ..output.metadata import annotate
+
+    return annotate(out)     # CF: units pint parses and a long name on every variable

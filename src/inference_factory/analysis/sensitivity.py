@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics,
-                        economics_from_rates, gpu_cost_usd_per_hour)
-from ..specs.prices import resolve_price
+from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs,
+                        economics_from_rates, facility_power_w, gpu_cost_usd_per_hour,
+                        gpu_hour_price)
+from ..specs.prices import check_power_basis, resolve_price, resolve_price_bases
 from ..engine import NUMERIC_AXES, STRUCT_AXES, evaluate
 from ..errors import SpecError
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
@@ -71,6 +72,11 @@ def cost_model(**kwargs: Any) -> CostModel:
         if k == "cost_basis":
             if v not in ("rental", "capex", "tco"):
                 raise SpecError(f"cost_basis = {v!r} is not one of ['capex', 'rental', 'tco']")
+        elif k == "price_basis":
+            if v is not None:
+                resolve_price_bases(v)           # a one-line SpecError naming what is allowed
+        elif k == "power_basis":
+            check_power_basis(v)
         elif v is not None:
             _check_econ_value(k, _numeric(k, v))
     return CostModel(**kwargs)
@@ -200,7 +206,7 @@ def tornado(model: str | ModelSpec, hardware: str | HardwareSpec,
     out = out.sort_values(f"{metrics[0]}_swing", ascending=False, kind="stable",
                           na_position="last").reset_index(drop=True)
     out.attrs.update({"base": {m: float(base[m]) for m in metrics}, "metrics": metrics,
-                      "model": spec_m.name, "hardware": spec_h.name, "cost_basis": cost.cost_basis,
+                      "model": spec_m.name, "hardware": spec_h.name, **cost_attrs(cost, [spec_h]),
                       "price": pr.id if pr is not None else "", "point": dict(point)})
     return out
 
@@ -214,6 +220,8 @@ def _base_value(name, point, cost, pr, hw, ratio):
         return STRUCT_AXES[name] if STRUCT_AXES[name] is not None else "model default"
     if name in COST_PARAMETERS:
         v = getattr(cost, name)
+        if v is None and name == "rental_usd_per_gpu_hour" and cost.cost_basis == "rental":
+            v = gpu_hour_price(hw, cost).usd_per_gpu_hour      # the run's price basis
         if v is None:
             v = hw.price.get(name, np.nan)
         return v
@@ -374,11 +382,11 @@ def monte_carlo(model: str | ModelSpec, hardware: str | HardwareSpec,
         row["prob_below_zero"] = float((v < 0).mean()) if v.size else np.nan
         rows.append(row)
     summary = pd.DataFrame(rows).set_index("metric")
-    attrs = {"model": spec_m.name, "hardware": spec_h.name, "cost_basis": cost.cost_basis,
+    attrs = {"model": spec_m.name, "hardware": spec_h.name, **cost_attrs(cost, [spec_h]),
              "price": pr.id if pr is not None else "", "method": method, "seed": int(seed),
              "ranges": "; ".join(f"{k} = {tuple(v)}" for k, v in ranges.items())}
     samples.attrs.update(ds.attrs)
-    samples.attrs.update(attrs)
+    samples.attrs.update({k: v for k, v in attrs.items() if not isinstance(v, dict)})
     summary.attrs.update(attrs)
     return MonteCarloResult(samples=samples, summary=summary)
 
@@ -410,4 +418,6 @@ def _economics_on_samples(ds: xr.Dataset, hw: HardwareSpec, cost: CostModel, pr,
         gpu_cost_prefill=along([sum(p) for _, p in rates]),
         energy_decode=along([d[1] for d, _ in rates]), tdp_w=hw.tdp_w,
         utilization=along([c.utilization for c in costs]), pue=along([c.pue for c in costs]),
-        prices=prices, input_tokens_per_output_token=along(r) if r is not None else ratio)
+        prices=prices, input_tokens_per_output_token=along(r) if r is not None else ratio,
+        facility_power_w=facility_power_w(hw, cost, utilization=along(
+            [c.utilization for c in costs]), pue=along([c.pue for c in costs])))

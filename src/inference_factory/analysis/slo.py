@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics
+from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs
 from ..specs.prices import resolve_price
 from ..engine import STRUCT_AXES, evaluate, to_dataframe
 from ..errors import SpecError
+from ..output.metadata import annotate
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .question_args import (DOLLAR_METRICS, _check_kwargs, _int_list, _point_kwargs, _positive,
                             _spec_maps, default_batch_grid)
@@ -211,7 +212,7 @@ def max_batch_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Har
         pout = _values_at(pout, pds, pothers, panswer, "prefill_batch_size",
                           ("ttft_s", "prefill_tokens_per_s_per_gpu"), kwargs, specs, m_arg,
                           h_arg, who)
-        out = xr.merge([out, pout], combine_attrs="override")
+        out = xr.merge([out, pout], combine_attrs="override", compat="no_conflicts")
     units = {"max_batch_size_meeting_slo": "sequences per attention-DP rank",
              "max_prefill_batch_size_meeting_slo": "prompts per attention-DP rank per pass",
              "slo_binding_constraint": "label", "prefill_slo_binding_constraint": "label",
@@ -220,6 +221,7 @@ def max_batch_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Har
              "prefill_tokens_per_s_per_gpu": "tokens/s/GPU"}
     for k in out.data_vars:
         out[k].attrs["units"] = units.get(k, "")
+    annotate(out)            # CF: units pint parses and a long name on every variable
     out.attrs.update(ds.attrs)
     out.attrs["slo"] = ", ".join(f"{k} = {v:g}" for k, v in (("tpot_s", tpot_s), (
         "min_user_tokens_per_s", min_user_tokens_per_s), ("ttft_s", ttft_s)) if v is not None) or "none"
@@ -394,7 +396,7 @@ def cheapest_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Hard
     out["_order"] = np.where(out["meets_slo"], out[metric], np.inf)
     out = out.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
     out.insert(0, "rank", np.where(out["meets_slo"], np.arange(1, len(out) + 1), np.nan))
-    out.attrs.update({"metric": metric, "cost_basis": cost.cost_basis,
+    out.attrs.update({"metric": metric, **cost_attrs(cost, [load_hardware(h) for h in hws]),
                       "price": pr.id if pr is not None else "",
                       "slo": ", ".join(f"{k} = {v:g}" for k, v in (
                           ("tpot_s", tpot_s), ("ttft_s", ttft_s),

@@ -188,3 +188,32 @@ def format_option(func):
     func = click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
                         help="Output format (default table).")(func)
     return func
+
+
+def price_basis_options(func):
+    """``--price-basis`` and ``--power-basis``: every command that prints costs prices every
+    device from one named basis (:class:`~inference_factory.analysis.economics.CostModel`)."""
+    func = click.option(
+        "--power-basis", type=click.Choice(["gpu-tdp-pue", "all-in-provisioned"]),
+        default=None,
+        help="Power tokens/s per MW divides by: gpu-tdp-pue (GPU phase power x PUE, default) "
+             "or all-in-provisioned (InferenceX's provisioned kW per GPU).")(func)
+    func = click.option(
+        "--price-basis", default=None, metavar="BASIS[,FALLBACK]",
+        help="Where every device's $/GPU-hour comes from: rental-3yr, owning-hyperscaler, "
+             "owning-neocloud (SemiAnalysis via InferenceX, 2026-04), hardware-file (each "
+             "file's own, mixed dates) or a .toml/.csv table; ',FALLBACK' prices devices the "
+             "first lacks, said per device. Default rental-3yr,hardware-file (tco: "
+             "owning-hyperscaler).")(func)
+    return func
+
+
+def cost_words(attrs) -> str:
+    """The cost part of a table header from a result's attrs: ``rental cost, price basis
+    rental-3yr (IMAX_TCO, 2026-04), power basis gpu-tdp-pue``."""
+    words = f"{attrs.get('cost_basis', 'rental')} cost"
+    if attrs.get("price_basis"):
+        words += f", price basis {attrs['price_basis']}"
+    if attrs.get("power_basis"):
+        words += f", power basis {str(attrs['power_basis']).split(' ')[0]}"
+    return words

@@ -49,13 +49,78 @@ def _title(model: str, hardware: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+#: Terminal width tables are fitted to when the terminal does not say (``COLUMNS`` unset, output
+#: not a terminal): the classic 100-column review width.
+DEFAULT_WIDTH = 100
+
+
+def _wide_callback(ctx, param, value):
+    ctx.meta["inference_factory.wide"] = bool(value)
+    return value
+
+
+def terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+
+
+def _text_width(text: str) -> int:
+    lines = text.splitlines()[1:] or [""]          # the title line may be longer: it is prose
+    return max(len(x) for x in lines)
+
+
+def fit_columns(df, fmt: str, header: str = "", *, width: int | None = None,
+                keep: Sequence[str] = (), labels: dict[str, str] | None = None):
+    """A human table (``table``/``markdown``) that fits ``width`` characters: columns are
+    renamed for people (``labels``: API name -> shown name, whose suffix ``_frac`` or ``_s``
+    :func:`~inference_factory.output.tables.render` turns into % or ms), then dropped from the
+    right, never those in ``keep`` (the identifying ones) or the first, until the table fits.
+    Returns ``(text, hidden)``: the rendered table and the API names of the dropped columns."""
+    width = width or terminal_width()
+    labels = labels or {}
+    attrs = dict(df.attrs)
+    cols = list(df.columns)
+    hidden: list[str] = []
+    while True:
+        shown = df[cols].rename(columns=labels)
+        shown.attrs = attrs
+        text = render(shown, fmt, header=header, width=width)
+        droppable = [c for c in cols[1:] if c not in keep]
+        if _text_width(text) <= width or not droppable:
+            return text, hidden
+        hidden.insert(0, droppable[-1])
+        cols.remove(droppable[-1])
+
+
 def _emit(df, fmt: str, header: str = "", extra: dict | None = None,
-          output: str | None = None) -> None:
-    text = render(df, fmt, header=header, extra=extra)
+          output: str | None = None, *, keep: Sequence[str] = (),
+          labels: dict[str, str] | None = None) -> None:
+    """Print (and with ``--output`` write) ``df`` as ``fmt``. A human table fits the terminal
+    (:func:`fit_columns`; a note names the hidden columns) unless ``--wide`` is given; a file
+    and the machine formats carry every column under its API name."""
+    full = render(df, fmt, header=header, extra=extra)
+    text = full
+    if fmt in ("table", "markdown"):
+        ctx = click.get_current_context(silent=True)
+        wide = bool(ctx and ctx.meta.get("inference_factory.wide"))
+        if labels:
+            shown = df.rename(columns=labels)
+            shown.attrs = dict(df.attrs)
+            text = full = render(shown, fmt, header=header)
+        if not wide:
+            import textwrap
+
+            text, hidden = fit_columns(df, fmt, header, keep=keep, labels=labels)
+            if hidden:
+                note = (f"({len(hidden)} more column{'s' if len(hidden) > 1 else ''}: "
+                        f"{', '.join(hidden)}; --wide shows every column, --format csv or "
+                        "--json every value)")
+                text += "\n" + textwrap.fill(note, width=terminal_width())
     if output is not None:
         from ..output.files import write_text_atomic
 
-        write_text_atomic(output, text + "\n")
+        write_text_atomic(output, full + "\n")
     click.echo(text)
 
 
@@ -93,6 +158,9 @@ def _engine_options(func: Callable) -> Callable:
 
 
 def _table_options(func: Callable) -> Callable:
+    func = click.option("--wide", is_flag=True, expose_value=False, callback=_wide_callback,
+                        help="Print every column (a table is otherwise fitted to the "
+                             "terminal, 100 characters when it does not say).")(func)
     func = click.option("--output", "-o", "output", default=None, metavar="FILE",
                         help="Also write the table to FILE in the chosen --format.")(func)
     return format_option(func)
@@ -120,7 +188,7 @@ def _economics_options(func: Callable) -> Callable:
     ]
     for opt in reversed(opts):
         func = opt(func)
-    return func
+    return p.price_basis_options(func)
 
 
 def _slo_options(func: Callable, ttft: bool = True) -> Callable:
@@ -154,17 +222,38 @@ def _slo(options: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
-_COST_KEYS = ("cost_basis", "rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciation_years",
+_COST_KEYS = ("cost_basis", "price_basis", "power_basis", "rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciation_years",
               "pue", "usd_per_kwh", "utilization")
 
 
-def _split_economics(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def warn_other_models_price(model: str | None, price_id: str | None) -> None:
+    """One warning line when ``--price`` is a list price of another model than ``--model``."""
+    if model is None or price_id is None:
+        return
+    from ..errors import warn
+    from ..specs import load_model
+    from ..specs.prices import resolve_price
+
+    m, pr = load_model(model).name, resolve_price(price_id)
+    if pr.model != m:
+        warn(f"--price {price_id}: a list price of {pr.model!r}, not of --model {m!r}; margins "
+             "compare another model's price")
+
+
+def _split_economics(options: dict[str, Any], model: str | None = None
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
     from ..analysis import questions as q
     from ..analysis.economics import INPUT_TOKENS_PER_OUTPUT_TOKEN
+
+    warn_other_models_price(model, options.get("price"))
 
     cost = {k: options.pop(k) for k in _COST_KEYS if k in options}
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
     ratio = options.pop("input_tokens_per_output_token", None)
+    if ratio is not None:
+        from ..analysis.question_args import check_ratio
+
+        ratio = check_ratio("--input-per-output", ratio)
     econ = {"price": options.pop("price", None), "cost": cost,
             "input_tokens_per_output_token": INPUT_TOKENS_PER_OUTPUT_TOKEN if ratio is None
             else ratio}
@@ -185,8 +274,20 @@ def _engine_kwargs(model: str, hardware: Sequence[str], axes: dict[str, tuple],
     kw = _as_kwargs(axes)
     check_shapes(model, hws, axes)
     if draft_model:
-        kw["draft_model"] = draft_model
+        kw["draft_model"] = check_draft_model(draft_model)
     return _one(hws), kw
+
+
+def check_draft_model(name: str) -> str:
+    """``--draft-model``: a model spec that loads (an unknown name was accepted and turned
+    into an 'invalid' row)."""
+    from ..specs import load_model
+
+    try:
+        load_model(name)
+    except SpecError as exc:
+        raise SpecError(f"--draft-model {name!r}: {exc}") from None
+    return name
 
 
 def check_shapes(model: str, hardware: Sequence[str], axes: dict[str, tuple],

@@ -17,10 +17,11 @@ import click
 from . import params as p
 from ..errors import SpecError
 from ..output.tables import chosen_format
+from .params import cost_words
 from .question_options import (_as_kwargs, _economics_options, _emit,
                                _engine_kwargs, _engine_options, _names, _one, _pick, _slo,
                                _slo_options, _split_economics, _table_options, _tidy, _title,
-                               _values_option, check_shapes)
+                               _values_option, check_draft_model, check_shapes)
 
 
 @click.command("best-draft")
@@ -75,7 +76,15 @@ def max_batch_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: 
             "decode_tokens_per_s_per_user", "decode_tokens_per_s_per_gpu",
             "max_prefill_batch_size_meeting_slo", "prefill_slo_binding_constraint", "ttft_s",
             "prefill_tokens_per_s_per_gpu"]
-    _emit(_tidy(ds, cols), fmt, f"{_title(model, hw)}; SLO: {ds.attrs['slo']}", output=output)
+    _emit(_tidy(ds, cols), fmt, f"{_title(model, hw)}; SLO: {ds.attrs['slo']}", output=output,
+          keep=[*ds.dims, "max_batch_size_meeting_slo"], labels=MAX_BATCH_LABELS)
+
+
+#: Short headers of the max-batch table (csv and JSON keep the API names).
+MAX_BATCH_LABELS = {"max_batch_size_meeting_slo": "max batch",
+                    "slo_binding_constraint": "binds",
+                    "max_prefill_batch_size_meeting_slo": "max prefill batch",
+                    "prefill_slo_binding_constraint": "prefill binds"}
 
 
 #: Columns cheapest prints as a table (every column goes to csv/json).
@@ -107,7 +116,7 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
 
     fmt = chosen_format(fmt, as_json)
     slo = _slo(options)
-    econ, _ = _split_economics(options)
+    econ, _ = _split_economics(options, model)
     for k in choices:
         if k in axes:
             raise SpecError(f"{k} is given twice: --axis and --option; give it once")
@@ -136,11 +145,11 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
             shapes = default_shapes(load_model(model), [load_hardware(h) for h in hws])
     kw = _as_kwargs(fixed)
     if draft_model:
-        kw["draft_model"] = draft_model
+        kw["draft_model"] = check_draft_model(draft_model)
     df = q.cheapest_meeting_slo(model, _one(hws), parallelism=shapes, options=crossed or None,
                                 **slo, metric=metric, **econ, **kw)
     header = (f"{_title(model, _one(hws))}: {df.attrs.get('metric')} "
-              f"({df.attrs.get('cost_basis')} cost"
+              f"({cost_words(df.attrs)}"
               f"{', price ' + df.attrs['price'] if df.attrs.get('price') else ''}); "
               f"SLO: {df.attrs.get('slo') or 'none'}")
     if fmt in ("table", "markdown"):
@@ -150,7 +159,7 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
         attrs = dict(df.attrs)
         df = df[list(dict.fromkeys(keep))]
         df.attrs = attrs
-    _emit(df, fmt, header, output=output)
+    _emit(df, fmt, header, output=output, keep=[*_CHEAPEST_TABLE, *crossed, metric])
 
 
 def default_shapes(model, hardware) -> list[dict[str, int]]:
@@ -211,14 +220,46 @@ def tornado_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: st
     fmt = chosen_format(fmt, as_json)
     if not ranges:
         raise SpecError("give at least one --range NAME=LOW,HIGH")
-    econ, _ = _split_economics(options)
+    econ, _ = _split_economics(options, model)
     hw, kw = _engine_kwargs(model, hardware, axes, draft_model, single=True)
     df = q.tornado(model, hw, ranges, metrics=list(metrics) or None, **econ, **kw)
     base = df.attrs["base"]
+    labels = tornado_labels(df.columns)
+    if fmt in ("table", "markdown"):      # the swing first: the column the table is sorted by
+        attrs = dict(df.attrs)
+        first = ["parameter", "kind", "base", "low", "high"]
+        swings = [c for c in df.columns if c.endswith("_swing")]
+        rest = [c for c in df.columns if c not in first and c not in swings]
+        df = df[[c for c in first if c in df] + swings
+                + [c for c in rest if not c.startswith("fits_")]
+                + [c for c in rest if c.startswith("fits_")]]
+        df.attrs = attrs
     _emit(df, fmt,
-          f"{df.attrs['model']} on {df.attrs['hardware']} ({df.attrs['cost_basis']} cost"
+          f"{df.attrs['model']} on {df.attrs['hardware']} ({cost_words(df.attrs)}"
           f"{', price ' + df.attrs['price'] if df.attrs['price'] else ''}); at the operating "
-          f"point: " + ", ".join(f"{k} = {v:.4g}" for k, v in base.items()), output=output)
+          f"point: " + ", ".join(_point(k, v) for k, v in base.items()), output=output,
+          keep=["parameter"], labels=labels)
+
+
+def _point(name: str, value: float) -> str:
+    """'gross margin 65.3 %', 'usd_per_mtok_blended = 0.1559' (a header's operating point)."""
+    if name.endswith("_frac"):
+        return f"{name[:-5]} = {value * 100:.3g} %"
+    if name.startswith("usd_per_mtok_"):
+        return f"$/Mtok {name[len('usd_per_mtok_'):]} = {value:.4g}"
+    return f"{name} = {value:.4g}"
+
+
+def tornado_labels(columns) -> dict[str, str]:
+    """Table headers of a tornado's metric columns: ``gross_margin_frac_low`` becomes
+    ``gross_margin_low_frac`` so that the table shows it in % (13.6, not 0.1362); dollar and
+    rate columns keep their names (the renderer adds $/Mtok, tok/s)."""
+    out = {}
+    for c in columns:
+        for end in ("_low", "_high", "_swing", "_base"):
+            if c.endswith(end) and c[:-len(end)].endswith("_frac"):
+                out[c] = f"{c[:-len(end)][:-5]}{end}_frac"
+    return out
 
 
 @click.command("montecarlo")
@@ -245,14 +286,15 @@ def montecarlo_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model:
     fmt = chosen_format(fmt, as_json)
     if not ranges:
         raise SpecError("give at least one --range NAME=LOW,HIGH or NAME=tri:LOW:MODE:HIGH")
-    econ, _ = _split_economics(options)
+    econ, _ = _split_economics(options, model)
     hw, kw = _engine_kwargs(model, hardware, axes, draft_model, single=True)
     res = q.monte_carlo(model, hw, ranges, n=n, seed=seed, method=method,
                         metrics=list(metrics) or None, **econ, **kw)
     df = res.summary.reset_index()
     df.attrs = dict(res.summary.attrs)
-    _emit(df, fmt, f"{df.attrs['model']} on {df.attrs['hardware']}: {n} samples ({method}, "
-                   f"seed {seed}) of {df.attrs['ranges']}; statistics over samples that fit",
+    _emit(df, fmt, f"{df.attrs['model']} on {df.attrs['hardware']} ({cost_words(df.attrs)}): "
+                   f"{n} samples ({method}, seed {seed}) of {df.attrs['ranges']}; statistics "
+                   "over samples that fit",
           output=output)
 
 

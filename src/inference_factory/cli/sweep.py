@@ -22,7 +22,7 @@ from ..axes import SWEEP_FORMATS as FORMATS
 from ..errors import SpecError
 from ..bounds import MAX_SWEEP_POINTS
 from ..specs.grammar import ENGINE_AXES
-from .params import AxisParam, collect_axes
+from .params import AxisParam, collect_axes, price_basis_options
 
 #: Grids up to this many points are evaluated in memory unless --chunk-size is given.
 AUTO_CHUNK_POINTS = 2_000_000
@@ -35,7 +35,8 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
                axes: tuple[str, ...], settings: tuple[str, ...], *, ideal: bool,
-               draft_model: str | None, price: str | None, cost_basis: str | None):
+               draft_model: str | None, price: str | None, cost_basis: str | None,
+               price_basis: str | None = None, power_basis: str | None = None):
     """The sweep described by a sweep file and/or command-line options (options win)."""
     from ..analysis.economics import CostModel
     from ..analysis.sweep import SweepSpec, load_sweep_file, parse_axis, parse_setting
@@ -65,8 +66,10 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
         changes["draft_model"] = draft_model
     if price is not None:
         changes["price"] = price
-    if cost_basis is not None:
-        changes["cost"] = replace(spec.cost or CostModel(), cost_basis=cost_basis)
+    given = {k: v for k, v in (("cost_basis", cost_basis), ("price_basis", price_basis),
+                               ("power_basis", power_basis)) if v is not None}
+    if given:
+        changes["cost"] = replace(spec.cost or CostModel(), **given)
     return replace(spec, **changes) if changes else spec
 
 
@@ -113,6 +116,7 @@ def _shape(ds) -> str:
 @click.option("--ideal", is_flag=True, help="Pure roofline: realism terms off.")
 @click.option("--price", default=None, metavar="ID",
               help="Price id of configs/prices.toml: adds revenue, margin and payback.")
+@price_basis_options
 @click.option("--cost-basis", type=click.Choice(COST_BASES), default=None,
               help="How a GPU-hour is charged (adds $/Mtok; default rental with --price).")
 @click.option("--output", "-o", default=None, metavar="FILE",
@@ -149,7 +153,8 @@ def _shape(ds) -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
 def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
               axes: tuple[str, ...], settings: tuple[str, ...], draft_model: str | None,
-              ideal: bool, price: str | None, cost_basis: str | None, output: str | None,
+              ideal: bool, price: str | None, cost_basis: str | None,
+              price_basis: str | None, power_basis: str | None, output: str | None,
               plot_path: str | None, x: str | None, y: str | None, var: str | None,
               facet: str | None, size: str, dpi: int, logx: bool | None, logy: bool | None,
               log_color: bool, chunk_size: int | None,
@@ -167,7 +172,8 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
 
     t0 = time.perf_counter()
     spec = build_spec(config, models, hardware, axes, settings, ideal=ideal,
-                      draft_model=draft_model, price=price, cost_basis=cost_basis)
+                      draft_model=draft_model, price=price, cost_basis=cost_basis,
+                      price_basis=price_basis, power_basis=power_basis)
     check_size(spec, max_points)
     if output is None and plot_path is None:
         raise SpecError(f"nothing to write: give --output FILE ({', '.join(FORMATS)}) "

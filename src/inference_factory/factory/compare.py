@@ -257,7 +257,10 @@ def format_compare(result: dict) -> str:
              f"trace: {t['n_requests']:,} requests, {t['input_tokens']:,} input / "
              f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s; "
              f"fleet and money at {f['arrival_rate_per_s']:,.1f} requests/s "
-             f"({f['arrival_rate_source']})", ""]
+             f"({f['arrival_rate_source']})",
+             f"GPU-hours: baseline {b.get('price_basis', '')}, factory "
+             f"{f.get('price_basis', '')}; tokens per MW: power basis {f.get('power_basis', '')}",
+             ""]
     w = max(len(label) for _, label, _ in HEADLINE)
     lines.append(f"{'':{w}}  {'baseline':>14}  {'factory':>14}")
     for key, label, fmt in HEADLINE:
@@ -294,6 +297,8 @@ def format_compare(result: dict) -> str:
 def format_simulate(result: dict) -> str:
     s = result["scenario"]
     lines = [f"{result['model']}  price {result['price']}  config {result['config']}",
+             f"GPU-hours: {s.get('price_basis', '')}; tokens per MW: power basis "
+             f"{s.get('power_basis', '')}",
              f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "
              f"({s['arrival_rate_source']}); cache hit rate {s['cache_hit_rate_source']}"]
     w = max(len(label) for _, label, _ in HEADLINE)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, warn
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.files import _read_toml
@@ -28,6 +28,10 @@ LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "exp
 TIERS = ("hbm", "dram", "nvme")
 #: Longest ``extends`` chain (a guard against runaway recursion; real chains are 2-3 deep).
 MAX_EXTENDS_DEPTH = 32
+#: A TPOT target at or above this (s) is warned about as probably milliseconds: 1 s per token
+#: is 1 token/s per user, 20x slower than DeepSeek's published 20-22 tokens/s (DS_DAY6).
+#: ASSUMPTION (the threshold only decides when a warning line is printed, never a number).
+SUSPICIOUS_TPOT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -181,13 +185,30 @@ def _workload(path: Path, w, base: WorkloadSpec | None) -> tuple[WorkloadSpec, s
     return spec, trace
 
 
+def bundled_config_path(path: str | os.PathLike) -> Path:
+    """``path`` when it names a file (or anything but a bare name); else the bundled config
+    ``configs/<name>[.toml]`` when it exists; else ``path`` (reading it names the file)."""
+    from ..specs.files import bundled_dir
+
+    p = Path(path)
+    if p.exists() or len(p.parts) != 1:
+        return p
+    for name in (p.name, p.name + ".toml"):
+        q = bundled_dir("configs") / name
+        if q.is_file():
+            return q
+    return p
+
+
 def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                 _chain: tuple[Path, ...] = ()) -> FactoryConfig:
     """Load a factory config. ``extends = "other.toml"`` inherits every unset table/key;
     ``baseline = "file.toml"`` names the config ``compare`` runs against. The file is first
     checked against :class:`~inference_factory.specs.schema.FactoryConfigFile`; an ``extends``
-    chain must name files and must not loop."""
-    p = Path(path)
+    chain must name files and must not loop. A bare name that is not a file here
+    (``"factory"``, ``"deepseek-day.toml"``) is the bundled config of that name
+    (``inference-factory configs list``), so a script or notebook runs from any folder."""
+    p = Path(path) if _chain else bundled_config_path(path)
     from ..specs import schema   # pydantic: imported when a config is read, not with plan
 
     doc = schema.check(schema.FactoryConfigFile, _read_toml(p), str(p))
@@ -246,19 +267,39 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     if spec.is_moe and lk["redundant_experts"] and (spec.n_routed_experts + lk["redundant_experts"]) < decode.ep:
         raise SpecError(f"{p}: decode.ep = {decode.ep} exceeds routed + redundant experts")
 
+    if lk["low_precision"]:
+        for key, pool in (("prefill", prefill), ("decode", decode)):
+            hw_pool = load_hardware(pool.hardware)
+            if "fp8" not in hw_pool.dense_flop_per_s:
+                raise SpecError(
+                    f"{p}: levers.low_precision = true needs FP8 (the lever's FP8 KV cache and "
+                    f"dispatch), which {key}.hardware = {hw_pool.name!r} does not compute in "
+                    f"(it computes in {', '.join(sorted(hw_pool.dense_flop_per_s))}); allowed: "
+                    "low_precision = false, or a device with FP8")
+
     ttft = _set(doc.slo and doc.slo.ttft_s, base.ttft_slo_s if base else 5.0)
     tpot = _set(doc.slo and doc.slo.tpot_s, base.tpot_slo_s if base else 0.1)
+    if doc.slo is not None and doc.slo.tpot_s is not None and tpot >= SUSPICIOUS_TPOT_S:
+        warn(f"{p}: slo.tpot_s = {tpot:g} s per output token ({1 / tpot:.3g} tokens/s per "
+             f"user) looks like milliseconds; tpot_s is in seconds ({tpot:g} ms is {tpot / 1e3:g})")
+    if doc.model is not None and prices[price_id].model != spec.name:
+        warn(f"{p}: model.price = {price_id!r} is a price of {prices[price_id].model!r}, not of "
+             f"{spec.name!r}; margins compare another model's list price")
     util = _set(doc.fleet and doc.fleet.target_utilization,
                 base.target_utilization if base else 0.75)
 
     ec = doc.economics
     be = base.economics if base else Economics()
     hw = load_hardware(decode.hardware)
+    # a rate the base took from its price basis is re-read for this config's hardware and
+    # basis; a rate a file states is inherited (prices.price_gpu_hour: one basis per run)
+    from_basis = be.price_basis_label.startswith("price basis") or bool(ec and ec.price_basis)
     inherited_econ = dataclasses.replace(
         be, capex_usd_per_gpu=be.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu", 0.0),
-        rental_usd_per_gpu_hour=be.rental_usd_per_gpu_hour or hw.price.get("rental_usd_per_gpu_hour", 0.0))
+        rental_usd_per_gpu_hour=0.0 if from_basis else be.rental_usd_per_gpu_hour)
     econ = Economics(**{k: _set(getattr(ec, k, None), v)
                         for k, v in dataclasses.asdict(inherited_econ).items()})
+    econ = _price_basis(p, econ, hw)
     if econ.cost_basis == "capex" and econ.capex_usd_per_gpu <= 0:
         raise SpecError(f"{p}: economics.capex_usd_per_gpu is needed for cost_basis = 'capex' "
                         f"({decode.hardware} lists no capex indication)")
@@ -287,3 +328,46 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                                     price=cfg.price, model=cfg.model)
             cfg = dataclasses.replace(cfg, baseline=b)
     return cfg
+
+
+def _price_basis(p, econ: Economics, hw) -> Economics:
+    """``econ`` with its rental rate read from its price basis when the file gives none, and
+    ``price_basis_label`` saying what priced the GPU-hour (every output states it)."""
+    from ..specs.prices import check_power_basis, price_gpu_hour
+
+    try:
+        check_power_basis(econ.power_basis)
+        if econ.cost_basis != "rental":
+            return dataclasses.replace(econ, price_basis_label=(
+                f"capex {econ.capex_usd_per_gpu:g} USD/GPU over {econ.depreciation_years:g} "
+                f"years + energy ({econ.usd_per_kwh:g} $/kWh, PUE {econ.pue:g})"))
+        if econ.rental_usd_per_gpu_hour > 0:
+            return dataclasses.replace(econ, price_basis_label=(
+                f"user rate {econ.rental_usd_per_gpu_hour:g} $/GPU-h "
+                "(economics.rental_usd_per_gpu_hour)"))
+        g = price_gpu_hour(hw, cost_basis="rental", price_basis=econ.price_basis or None)
+    except SpecError as exc:
+        raise SpecError(f"{p}: economics: {exc}") from None
+    return dataclasses.replace(econ, rental_usd_per_gpu_hour=g.usd_per_gpu_hour,
+                               price_basis_label=f"price basis {g.basis} ({g.tag}, {g.date}"
+                                                 f"{'; ' + g.fallback if g.fallback else ''})")
+
+
+def with_price_basis(cfg: FactoryConfig, price_basis: str | None = None,
+                     power_basis: str | None = None) -> FactoryConfig:
+    """``cfg`` (and its baseline) re-priced on ``price_basis`` and/or counted on
+    ``power_basis`` (``--price-basis`` / ``--power-basis`` of simulate and compare: the option
+    wins over the file's own rental rate)."""
+    if price_basis is None and power_basis is None:
+        return cfg
+    ec = cfg.economics
+    if price_basis is not None:
+        ec = dataclasses.replace(ec, price_basis=price_basis, rental_usd_per_gpu_hour=0.0)
+    if power_basis is not None:
+        ec = dataclasses.replace(ec, power_basis=power_basis)
+    ec = _price_basis(cfg.path or "--price-basis", ec, load_hardware(cfg.decode.hardware))
+    out = dataclasses.replace(cfg, economics=ec)
+    if cfg.baseline is not None:
+        out = dataclasses.replace(out, baseline=with_price_basis(cfg.baseline, price_basis,
+                                                                 power_basis))
+    return out

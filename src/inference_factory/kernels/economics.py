@@ -77,8 +77,30 @@ def payback_months(*, capex_usd_per_gpu, monthly_margin_usd_per_gpu):
 
 
 def tokens_per_s_per_mw(*, tokens_per_s, facility_power_w):
-    r"""Token throughput per megawatt of facility power (GPU power x PUE)."""
+    r"""Token throughput per megawatt of facility power, :math:`10^6 \, T / P_{fac}`; the
+    power basis is the caller's (:func:`facility_power_w_per_gpu`)."""
     return tokens_per_s / (facility_power_w / 1e6)
+
+
+def facility_power_w_per_gpu(*, power_basis, gpu_power_w, pue, allin_kw_per_gpu):
+    r"""Facility power charged to one GPU, on a named power basis.
+
+    .. math::
+        P_{fac} = \begin{cases} P_{GPU} \cdot PUE & \text{gpu-tdp-pue} \\
+                  1000 \, K_{all-in} & \text{all-in-provisioned} \end{cases}
+
+    ``gpu-tdp-pue``: the GPU's own average draw (:func:`gpu_power_w`, Splitwise phase fractions
+    of TDP) times the facility overhead; CPUs, NICs and switches are not counted, so it is
+    the smallest defensible figure (700 W x 0.543 x 1.3 = 494 W for an H100 decoding at full
+    load). ``all-in-provisioned``: SemiAnalysis's provisioned kW per GPU (GPU, CPU, network and
+    facility, TDP-based; IMAX_TCO, 1.73 kW for H100), fixed whatever the load, the basis of
+    InferenceX's tokens/s per MW. Arrays broadcast; an unknown basis raises ValueError.
+    """
+    if power_basis == "gpu-tdp-pue":
+        return gpu_power_w * pue
+    if power_basis == "all-in-provisioned":
+        return 1000.0 * np.asarray(allin_kw_per_gpu, dtype=float) + 0.0 * gpu_power_w
+    raise ValueError(f"power_basis {power_basis!r}: expected gpu-tdp-pue or all-in-provisioned")
 
 
 def usd_per_mtok_output_all_in(*, usd_per_mtok_output, usd_per_mtok_input, isl_tokens,

@@ -113,6 +113,11 @@ class ConfigFleet(_Schema):
 
 class ConfigEconomics(_Schema):
     cost_basis: Optional[Literal["capex", "rental"]] = Field(None, description="GPU charging")
+    price_basis: Optional[nonempty("price basis of a rental (configs/price_bases.toml name, "
+                                   "'hardware-file', a table file, or NAME,FALLBACK); used "
+                                   "when rental_usd_per_gpu_hour is unset")] = None
+    power_basis: Optional[Literal["gpu-tdp-pue", "all-in-provisioned"]] = Field(
+        None, description="power counted in tokens/s per MW")
     capex_usd_per_gpu: Optional[num(0.0, 1e7, "purchase price, USD per GPU")] = None
     depreciation_years: Optional[num(0.0, 100.0, "depreciation period, years",
                                      lo_open=True)] = None
@@ -163,6 +168,10 @@ class SweepHeader(_Schema):
 class SweepEconomics(_Schema):
     price: Optional[nonempty("price id of configs/prices.toml")] = None
     cost_basis: Optional[Literal["capex", "rental", "tco"]] = None
+    price_basis: Optional[nonempty("price basis (configs/price_bases.toml name, "
+                                   "'hardware-file', a table file, or NAME,FALLBACK)")] = None
+    power_basis: Optional[Literal["gpu-tdp-pue", "all-in-provisioned"]] = Field(
+        None, description="power counted in tokens/s per MW")
     rental_usd_per_gpu_hour: Optional[num(0.0, 1e4, "rental price, USD per GPU-hour")] = None
     capex_usd_per_gpu: Optional[num(0.0, 1e7, "purchase price, USD per GPU")] = None
     depreciation_years: Optional[num(0.0, 100.0, "years", lo_open=True)] = None
@@ -211,3 +220,36 @@ class PriceRow(_Schema):
 
 class PricesFile(_Schema):
     price: list[PriceRow] = Field(default_factory=list, description="dated API list prices")
+
+
+_BASIS_NAME = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                                   description="basis name (letters, digits, - _ .)")]
+
+
+class PriceBasisTable(_Schema):
+    name: _BASIS_NAME
+    description: text("what the figures are (rental, ownership...), and what they include")
+    date: text("when the figures were published")
+    source: text("source id and where the figures come from")
+    usd_per_gpu_hour: Annotated[dict[str, num(0.0, 1e4, "all-in USD per GPU-hour",
+                                              lo_open=True)], Field(
+        min_length=1, description="hardware spec name -> all-in USD per GPU-hour")]
+
+
+class PowerBasisTable(_Schema):
+    name: _BASIS_NAME
+    description: text("what the power figure counts")
+    date: text("when the figures were published")
+    source: text("source id and where the figures come from")
+    kw_per_gpu: Annotated[dict[str, num(0.0, 1e3, "facility kW per GPU", lo_open=True)], Field(
+        min_length=1, description="hardware spec name -> provisioned facility kW per GPU")]
+
+
+class PriceBasesFile(_Schema):
+    """``configs/price_bases.toml`` or a user's table: price bases (all-in USD per GPU-hour
+    per device, one source and date each) and power bases (facility kW per GPU)."""
+
+    price_basis: list[PriceBasisTable] = Field(default_factory=list,
+                                               description="price bases")
+    power_basis: list[PowerBasisTable] = Field(default_factory=list,
+                                               description="power bases")
