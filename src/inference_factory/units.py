@@ -24,3 +24,48 @@ BYTES_PER_ELEMENT = {
     "fp4": 4.25 / 8.0,
 }
 PRECISIONS = tuple(BYTES_PER_ELEMENT)
+
+
+# ---- pint: the units of the outputs ---------------------------------------------------------
+
+#: pint definitions of the output units (tokens, sequences, GPUs, USD, ...), loaded on top of
+#: pint's default registry; shipped beside this module.
+REGISTRY_FILE = "units_registry.txt"
+_REGISTRY: list = []
+
+
+def unit_registry():
+    """The package's ``pint.UnitRegistry``: pint's defaults plus :data:`REGISTRY_FILE`
+    (``token``, ``sequence``, ``request``, ``GPU``, ``expert``, ``step``, ``FLOP``, ``USD``;
+    prefixes and plurals as pint gives them: ``Mtoken``, ``tokens``). Made once per process.
+    Needs the ``units`` extra (``pip install inference-factory[units]``)."""
+    if not _REGISTRY:
+        from importlib.resources import files
+
+        from .errors import require
+
+        require("pint", "the units registry", extra="units")
+        import pint
+
+        reg = pint.UnitRegistry(force_ndarray_like=True)   # as pint-xarray needs
+        with (files(__package__) / REGISTRY_FILE).open() as fh:
+            reg.load_definitions(fh.read().splitlines())
+        _REGISTRY.append(reg)
+    return _REGISTRY[0]
+
+
+def parse_units(text: str):
+    """``text`` (a variable's ``units`` attribute) as a pint unit of :func:`unit_registry`."""
+    return unit_registry().parse_units(text)
+
+
+def quantify(ds):
+    """``ds.pint.quantify(unit_registry=unit_registry())``: every variable and coordinate
+    with a ``units`` attribute as a pint quantity (labels and flags, which have none, stay as
+    they are). Needs the ``units`` extra (pint, pint-xarray)."""
+    from .errors import require
+
+    require("pint_xarray", "quantify", extra="units")
+    import pint_xarray  # noqa: F401  (registers the .pint accessor)
+
+    return ds.pint.quantify(unit_registry=unit_registry())

@@ -82,12 +82,12 @@ def test_every_result_owns_its_attributes():
     leaves the next call's alone."""
     axis = xr.DataArray([1.0, 2.0], dims="batch_size", coords={"batch_size": [1.0, 2.0]})
     ds = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
-    assert ds.batch_size.attrs["units"] == "sequences per DP rank"
+    assert ds.batch_size.attrs["units"] == "sequences"
     assert "units" not in axis.batch_size.attrs
     ds.batch_size.attrs["units"] = "changed"
     again = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)
-    assert again.batch_size.attrs["units"] == "sequences per DP rank"
-    ds.batch_size.attrs["units"] = "sequences per DP rank"
+    assert again.batch_size.attrs["units"] == "sequences"
+    ds.batch_size.attrs["units"] = "sequences"
     for k in ("decode_step_s", "tp", "model", "kv_len", "decode_binding_resource"):
         again[k].attrs["units"] = "edited"
     third = inf.evaluate("Llama-3.1-8B", "H100-SXM", batch_size=axis)

@@ -36,6 +36,7 @@ import xarray as xr
 from ..factory.levers import INTERACTIONS, WATERFALL_METRICS, lever_waterfall  # noqa: F401
 from ..engine import evaluate, to_dataframe
 from ..errors import SpecError
+from ..output.metadata import annotate
 from ..specs import HardwareSpec, ModelSpec
 from .question_args import (COST_PARAMETERS, DOLLAR_METRICS, ENGINE_OPTIONS,  # noqa: F401
                             PRICE_PARAMETERS, PRICED, RATIO_PARAMETER, _check_kwargs, _int_list,
@@ -120,6 +121,7 @@ def best_draft_depth(model: str | ModelSpec | Sequence, hardware: str | Hardware
              "speedup_over_no_draft": "1"}
     for k in out.data_vars:
         out[k].attrs["units"] = units.get(k, ds[metric].attrs.get("units", ""))
+    annotate(out)            # CF: units pint parses and a long name on every variable
     out.attrs.update(ds.attrs)
     out.attrs["question"] = f"draft depth maximising {metric} among {depths}"
     return out

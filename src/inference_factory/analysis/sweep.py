@@ -44,6 +44,7 @@ import xarray as xr
 from .. import __version__
 from .economics import CostModel, add_economics
 from ..engine import NUMERIC_AXES, evaluate
+from ..engine.dataset import as_count
 from ..specs import schema as schemas
 from ..output.files import json_text
 from ..axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
@@ -292,7 +293,8 @@ def _chunked(spec: SweepSpec, realism: Realism | None,
     coords: dict[str, Any] = {}
     for d in dims:
         if d in NUMERIC_AXES:
-            values = np.asarray(spec.axes[d], dtype=float)
+            # counts as integers, as the engine's own grids (engine.dataset.as_count)
+            values = as_count(d, np.asarray(spec.axes[d], dtype=float))
         else:
             values = probe[d].values
         coords[d] = xr.Variable(d, values, attrs=dict(probe[d].attrs))

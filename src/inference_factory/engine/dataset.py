@@ -17,6 +17,7 @@ import xarray as xr
 from xarray.core import indexing as _xr_indexing
 
 from ..axes import NUMERIC_AXES
+from ..output.metadata import as_count, cf_attrs
 from .arrays import _RESOURCE_LABELS, _labels, invalid_fill
 from .inputs import _PARALLEL_MIN
 
@@ -55,10 +56,15 @@ def _struct_attrs(k: str) -> dict[str, str]:
     """The attributes of a structural coordinate (shared: a Variable copies its attrs)."""
     attrs = _STRUCT_ATTRS.get(k)
     if attrs is None:
-        attrs = _STRUCT_ATTRS[k] = {"long_name": STRUCT_LONG_NAMES.get(k, k)}
-        if k in ("tp", "dp", "ep", "redundant_experts"):
-            attrs["units"] = "GPUs" if k != "redundant_experts" else "experts"
+        attrs = _STRUCT_ATTRS[k] = cf_attrs(k, long_name=STRUCT_LONG_NAMES.get(k, k))
+        if k not in STRUCT_NUMBER_NAMES:      # precisions, overlap, cache tier: labels
+            attrs.pop("units", None)
     return attrs
+
+
+#: Structural coordinates that are numbers (the others are labels: no units).
+STRUCT_NUMBER_NAMES = ("tp", "dp", "ep", "redundant_experts", "expert_skew", "context_cv")
+
 
 
 _STRUCT_ATTRS: dict[str, dict[str, str]] = {}
@@ -89,18 +95,24 @@ def _to_dataset(res: Mapping[str, Any], order, sizes, axes: Mapping[str, Any],
             arr = arr.squeeze(axis=tuple(i for i in range(arr.ndim) if i not in keep))
         if k.endswith("_binding_resource"):      # int8 codes -> their labels
             arr = _labels(arr) if arr.size < _PARALLEL_MIN else _lazy_labels(arr)
+        else:
+            arr = as_count(k, arr)
         data[k] = (dims, arr, attrs)
     coords: dict[str, tuple | xr.Variable] = {
-        k: v if isinstance(v, tuple) else ((), v, None) for k, v in labels.items()}
+        k: v if isinstance(v, tuple) else ((), v, _label_attrs(k)) for k, v in labels.items()}
     for name, a in axes.items():
         if isinstance(a, xr.DataArray):
             # shallow copies: the result's attributes are its own, not the caller's axis's
             for c, var in a.coords.variables.items():
                 coords[c] = var = var.copy(deep=False)
+                if c in axes and var.ndim == 1 and c in var.dims:    # a grid's index: counts
+                    counted = as_count(c, np.asarray(var.values))    # as integers
+                    if counted is not var.values:
+                        coords[c] = var = xr.Variable(var.dims, counted, dict(var.attrs))
                 if c in axes and "units" not in var.attrs:
-                    var.attrs["units"] = NUMERIC_AXES[c][1]
+                    var.attrs.update(_axis_attrs(c))
         else:   # a scalar axis is recorded as a scalar coordinate (provenance, DataFrames)
-            coords[name] = ((), float(a), _axis_attrs(name))
+            coords[name] = ((), as_count(name, np.float64(a))[()], _axis_attrs(name))
     return xr.Dataset({k: _variable(*t) for k, t in data.items()},
                       coords={k: _variable(*v) if isinstance(v, tuple) else v
                               for k, v in coords.items()})
@@ -147,14 +159,35 @@ def _lazy_labels(codes: np.ndarray):
 
 
 _VAR_ATTRS: dict[str, dict[str, str]] = {}
-_AXIS_ATTRS = {k: {"units": v[1]} for k, v in NUMERIC_AXES.items()}
+_AXIS_ATTRS = {k: cf_attrs(k) for k in NUMERIC_AXES}
+_LABEL_ATTRS: dict[str, dict[str, str]] = {}
 
 
 def _var_attrs(name: str) -> dict[str, str]:
-    """``{"units": ...}`` of an output variable (shared: a Variable copies its attrs)."""
+    """``{"units": ..., "long_name": ...}`` of an output variable (output.metadata; shared:
+    a Variable copies its attrs)."""
     a = _VAR_ATTRS.get(name)
     if a is None:
-        a = _VAR_ATTRS[name] = {"units": _unit_of(name)}
+        a = _VAR_ATTRS[name] = cf_attrs(name, _unit_of(name))
+    return a
+
+
+def _dim_attrs(ds: xr.Dataset) -> xr.Dataset:
+    """Give the dimension coordinates that listing made (model, hardware, a listed structural
+    choice) their attributes (in place)."""
+    for d in dict.fromkeys([*ds.dims, "model", "hardware"]):
+        if d in ds.coords and "long_name" not in ds[d].attrs:
+            attrs = _struct_attrs(d) if d in STRUCT_LONG_NAMES else _label_attrs(d)
+            ds[d].attrs.update(attrs)
+    return ds
+
+
+def _label_attrs(name: str) -> dict[str, str]:
+    """Attributes of a scalar label coordinate (model, hardware, a structural choice)."""
+    a = _LABEL_ATTRS.get(name)
+    if a is None:
+        a = _LABEL_ATTRS[name] = cf_attrs(name)
+        a.pop("units", None)
     return a
 
 
@@ -177,12 +210,12 @@ def _add_ops(ds: xr.Dataset, table, order, sizes) -> xr.Dataset:
             r[i] = np.broadcast_to(np.asarray(ri, dtype=object), full) if full else ri
             so[i] = np.broadcast_to(np.asarray(si, dtype=object), full) if full else si
         dims = ["op"] + list(order)
-        ds[f"{phase}_op_time_s"] = xr.DataArray(t, dims=dims, attrs={"units": "s"})
-        ds[f"{phase}_op_resource"] = xr.DataArray(r.astype(str), dims=dims,
-                                                  attrs={"units": "label"})
-        ds[f"{phase}_op_source"] = xr.DataArray(so.astype(str), dims=dims,
-                                                attrs={"units": "label"})
-    return ds.assign_coords(op=names)
+        for name, values in ((f"{phase}_op_time_s", t), (f"{phase}_op_resource", r.astype(str)),
+                             (f"{phase}_op_source", so.astype(str))):
+            ds[name] = xr.DataArray(values, dims=dims, attrs=cf_attrs(name))
+    ds = ds.assign_coords(op=names)
+    ds["op"].attrs.update(cf_attrs("op"))
+    return ds
 
 
 def to_dataframe(ds: xr.Dataset) -> "pd.DataFrame":  # noqa: F821

@@ -27,7 +27,8 @@ from ..specs.realism import Realism
 from .arrays import (_acceptance, _realism, _select, check_axis_names, check_draft,  # noqa: F401
                      evaluate_arrays, realism_mode)
 from .block import evaluate_block, op_table
-from .dataset import _add_ops, _masked_block, _struct_attrs, _to_dataset, to_dataframe  # noqa: F401
+from .dataset import (_add_ops, _dim_attrs, _masked_block, _struct_attrs,  # noqa: F401
+                      _to_dataset, to_dataframe)
 from .fused import _evaluate_tiled
 from .geometry import validate_struct
 from .inputs import _as_axis, _listify
@@ -41,6 +42,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
              acceptance_by_position: Iterable[float] | None = None,
              draft_model: str | ModelSpec | None = None,
              expert_popularity: Iterable[float] | None = None,
+             uncertainty: Any = None,
              **kwargs: Any) -> xr.Dataset:
     """Evaluate prefill and decode of ``model`` on ``hardware`` over a grid of named axes.
 
@@ -75,6 +77,9 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
     expert_popularity : sequence of float
         Share of routed tokens per expert (overrides ``expert_skew``; e.g. measured or mixed
         from workload classes).
+    uncertainty : True, "components" or an Uncertainty
+        Add a ``quantile`` dimension (0.1, 0.5, 0.9 by default) to every float variable:
+        the point in the middle, the 80 % band around it (:mod:`.uncertainty`).
 
     Returns
     -------
@@ -86,6 +91,14 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
         DataFrame), then kept as labels; a selection reads its own points only.
     """
     check_axis_names(kwargs)
+    if uncertainty is not None and uncertainty is not False:
+        # prediction bands: a ``quantile`` dimension (docs/MODEL.md section 13)
+        from .uncertainty import bands_dataset
+        return bands_dataset(evaluate, model, hardware, uncertainty,
+                             realism=_realism(ideal, realism), detail=detail,
+                             variables=variables, acceptance_by_position=acceptance_by_position,
+                             draft_model=draft_model, expert_popularity=expert_popularity,
+                             **kwargs)
     if detail not in ("resources", "ops"):
         raise SpecError(f"detail = {detail!r} is not one of ['ops', 'resources']")
     rl = _realism(ideal, realism)
@@ -174,6 +187,7 @@ def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
                  and list(ds.indexes[k]) != list(v)}
         ds = ds.reindex(order) if order else ds
         ds = ds.squeeze([d for d in ("model", "hardware") if ds.sizes[d] == 1])
+    _dim_attrs(ds)
     ds.attrs.update({
         "title": "inference-factory roofline evaluation",
         "inference_factory_version": __version__,

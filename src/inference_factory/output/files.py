@@ -12,7 +12,7 @@ Every file or folder the package writes for a user goes through :func:`atomic_ou
   progress (main thread only) and the previous handlers are restored afterwards.
 
 :func:`json_text` is the one JSON encoder of results: non-finite floats become ``null``
-(strict JSON has no NaN or Infinity).
+(strict JSON has no NaN or Infinity); counts are written as integers (``384``, not ``384.0``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import SpecError
+from .metadata import is_count, plain_number
 
 
 def _default_mode(path: str | os.PathLike) -> None:
@@ -137,19 +138,25 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, option: str = "--ou
             fh.write(text)
 
 
-def _plain(x: Any) -> Any:
+def _plain(x: Any, count: bool = False) -> Any:
     """JSON-ready copy: numpy scalars and arrays as Python values and lists, tuples as lists,
-    non-finite floats as None."""
+    non-finite floats (and pandas' missing value) as None; under a key that counts whole
+    things (output.metadata.is_count: ``batch_size``, ``gpus``, ``completed``...) a whole
+    float as an int (``384``, not ``384.0``)."""
     if isinstance(x, float):
-        return x if math.isfinite(x) else None
+        if not math.isfinite(x):
+            return None
+        return plain_number(x) if count else x
     if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): _plain(v, is_count(str(k))) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [_plain(v, count) for v in x]
     if getattr(x, "ndim", 0) > 0 and hasattr(x, "tolist"):
-        return _plain(x.tolist())
+        return _plain(x.tolist(), count)
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        return _plain(x.item())
+        return _plain(x.item(), count)
+    if type(x).__name__ == "NAType":          # pandas.NA of a nullable integer column
+        return None
     return x
 
 

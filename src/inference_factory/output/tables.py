@@ -1,6 +1,7 @@
 """One table renderer for every command: table, CSV, JSON or Markdown from a DataFrame.
 
-Machine formats (``csv``, ``json``) carry the library's own columns and SI values. The human
+Machine formats (``csv``, ``json``) carry the library's own columns and SI values, counts as
+integers (``2048``, not ``2048.0``; output.metadata). The human
 formats (``table``, ``markdown``) show units in the headers, seconds as milliseconds, fractions
 as percentages, thousands separators and four significant digits without scientific
 notation, long text wrapped so a row fits the terminal. Rendering is :mod:`tabulate`'s.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import math
 import shutil
 from typing import Any, Mapping, Sequence
+
+from .metadata import integer_counts, is_count, plain_number
 
 FORMATS = ("table", "csv", "json", "markdown")
 #: Widest a text column is drawn before it wraps (characters).
@@ -64,6 +67,8 @@ def _cell(v: Any) -> Any:
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
         return None
+    if type(v).__name__ == "NAType":          # pandas.NA of a nullable integer column
+        return None
     return v
 
 
@@ -83,6 +88,8 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
         rows_json = [{str(k): _cell(v) for k, v in r.items()} for r in df]
         df_attrs: Mapping[str, Any] = {}
     else:
+        if fmt in ("csv", "json"):    # counts as integers: 2048, not 2048.0 (same values)
+            df = integer_counts(df)
         columns = list(df.columns)
         table = {c: list(df[c]) for c in columns}
         rows_json = records(df)
@@ -103,7 +110,9 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)
-        w.writerows([["" if _cell(v) is None else _cell(v) for v in r.values()] for r in df])
+        w.writerows([["" if _cell(v) is None else
+                      (plain_number(_cell(v)) if is_count(str(k)) else _cell(v))
+                      for k, v in r.items()] for r in df])
         return buf.getvalue().rstrip("\n")
     if fmt not in ("table", "markdown"):
         raise ValueError(f"unknown table format {fmt!r}")
