@@ -642,3 +642,146 @@ def test_factory_payback_absent_is_explained(tmp_path, base_config):
     (tmp_path / "c.toml").write_text(toml_text(raw))
     s = json.loads(run("simulate", "-c", str(tmp_path / "c.toml"), "--json").stdout)["scenario"]
     assert s["payback_months"] > 0 and s["payback_absent"] == ""
+
+
+# --------------------------------------------------------------------------------------------
+# issue 23: the last bad inputs (each one line naming the file/option, value and what is
+# allowed, exit 2) and the suspicious-but-valid ones (one warning line, exit 0)
+# --------------------------------------------------------------------------------------------
+
+_DSV3 = REPO / "models" / "DeepSeek-V3.toml"
+
+
+@pytest.mark.parametrize("old,new,fragment", [
+    ("dense_intermediate_size = 18432", "dense_intermediate_size = 0",
+     "ffn.dense_intermediate_size = 0 must be an integer >= 1 when dense_layers = 3"),
+    ("qk_nope_head_dim = 128", "qk_nope_head_dim = 0",
+     "attention.qk_nope_head_dim = 0 must be an integer >= 1 for kind 'mla'"),
+    ("qk_rope_head_dim = 64", "qk_rope_head_dim = 0",
+     "attention.qk_rope_head_dim = 0 must be an integer >= 1 for kind 'mla'"),
+    ("qk_rope_head_dim = 64", "qk_rope_head_dim = 32",
+     "qk_nope_head_dim + qk_rope_head_dim = 128 + 32 must equal head_dim_qk = 192"),
+])
+def test_issue23_model_file_zero_dims(tmp_path, old, new, fragment):
+    """A zero FFN width ended in 'ValueError: math domain error'; zero MLA head parts were
+    accepted."""
+    text = _DSV3.read_text()
+    assert text.count(old) == 1
+    (tmp_path / "m.toml").write_text(text.replace(old, new))
+    line = fails(run("models", "show", str(tmp_path / "m.toml")))
+    assert "m.toml" in line and fragment in line, line
+
+
+def test_issue23_two_files_claiming_one_alias(tmp_path, monkeypatch):
+    """Two spec files of one folder claiming one alias shadowed each other in silence."""
+    for name in ("a.toml", "b.toml"):
+        (tmp_path / name).write_bytes((REPO / "hardware" / "H100-SXM.toml").read_bytes())
+    monkeypatch.setenv("INFERENCE_FACTORY_HARDWARE_DIR", str(tmp_path))
+    line = fails(run("hardware", "show", "H100"))
+    assert "alias 'H100' is claimed by 2 files" in line and "a.toml, b.toml" in line, line
+    shown = run("hardware", "show", "a", "--json")      # a file name still resolves
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["name"] == "H100-SXM"
+
+
+def _config(tmp_path, base_config, change) -> Path:
+    raw = copy.deepcopy(base_config)
+    raw["workload"]["n_requests"] = 300
+    change(raw)
+    (tmp_path / "c.toml").write_text(toml_text(raw))
+    return tmp_path / "c.toml"
+
+
+def _a100(raw):
+    raw["prefill"]["hardware"] = raw["decode"]["hardware"] = "A100-80GB-SXM"
+
+
+def _low_cap(raw):
+    raw["workload"]["class"][0]["max_prompt_tokens"] = 10
+
+
+def _trace(raw):
+    raw["workload"]["trace"] = str(REPO / "configs" / "traces" / "example_mooncake.jsonl")
+
+
+@pytest.mark.parametrize("change,extra,fragment", [
+    (_a100, (), "levers.low_precision = true needs FP8"),
+    (_low_cap, (), "max_prompt_tokens = 10 is below prompt_tokens_median = 200"),
+    (_trace, ("--requests", "5000"), "--requests 5000 (trace_head) exceeds the 50 requests"),
+])
+def test_issue23_config_bad_inputs(tmp_path, base_config, change, extra, fragment):
+    cfg = _config(tmp_path, base_config, change)
+    started = time.perf_counter()
+    line = fails(run("simulate", "-c", str(cfg), "-o", str(tmp_path / "o.json"), *extra))
+    assert fragment in line, line
+    assert time.perf_counter() - started < 30
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (("cheapest", "-m", "Llama-3.1-8B", "-H", "H100", "-p", "tp=1", "--tpot", "50ms",
+      "--draft-model", "GPT-9"), "--draft-model 'GPT-9': unknown model 'GPT-9'"),
+    (("cheapest", "-m", "Llama-3.1-8B", "-H", "H100", "-p", "tp=1", "--input-per-output",
+      "nan"), "--input-per-output = nan must be a finite number >= 0"),
+    (("cheapest", "-m", "Llama-3.1-8B", "-H", "H100", "-p", "tp=1", "--input-per-output",
+      "-1"), "--input-per-output = -1.0 must be a finite number >= 0"),
+    (("tornado", "-m", "Llama-3.1-8B", "-H", "H100", "-r", "pue=1.1,1.5",
+      "--input-per-output", "inf"), "--input-per-output = inf must be a finite number >= 0"),
+    (("plan", "-m", "DeepSeek-V3", "-H", "H200", "--gpus", "64", "--isl", "200000",
+      "--osl", "1024", "--tpot", "50ms"),
+     "isl + osl = 200,000 + 1,024 = 201,024 tokens exceeds the 163,840-token context"),
+])
+def test_issue23_command_line_bad_inputs(args, fragment):
+    line = fails(run(*args))
+    assert fragment in line, line
+
+
+def test_issue23_compare_report_into_a_missing_folder_fails_first(tmp_path):
+    started = time.perf_counter()
+    line = fails(run("compare", "-c", str(BASE_CONFIG), "--report",
+                     str(tmp_path / "missing" / "r.md")))
+    assert "--report" in line and "does not exist" in line, line
+    assert time.perf_counter() - started < 20           # before the run, not after it
+
+
+def test_issue23_python_api_fractional_batch():
+    from inference_factory import SpecError, evaluate
+    with pytest.raises(SpecError, match=r"^batch_size = 2.5 must be a whole number"):
+        evaluate("Llama-3.1-8B", "H100-SXM", batch_size=2.5)
+    with pytest.raises(SpecError, match=r"^prefill_batch_size = 1.5 must be a whole number"):
+        evaluate("Llama-3.1-8B", "H100-SXM", prefill_batch_size=[1, 1.5])
+    with pytest.raises(SpecError, match=r"draft_model: unknown model 'GPT-9'"):
+        from inference_factory.analysis.questions import max_batch_meeting_slo
+        max_batch_meeting_slo("Llama-3.1-8B", "H100-SXM", tpot_s=0.05, draft_model="GPT-9")
+
+
+def _warning_only(result) -> str:
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: "), lines
+    return lines[0]
+
+
+def test_issue23_suspicious_config_values_warn(tmp_path, base_config):
+    def tpot(raw):
+        raw["slo"]["tpot_s"] = 50
+    cfg = _config(tmp_path, base_config, tpot)
+    line = _warning_only(run("simulate", "-c", str(cfg), "--json"))
+    assert "slo.tpot_s = 50 s per output token" in line and "50 ms is 0.05" in line, line
+
+    def price(raw):
+        raw["model"]["price"] = "llama-3.1-8b-together-2025-08"
+    cfg = _config(tmp_path, base_config, price)
+    line = _warning_only(run("simulate", "-c", str(cfg), "--json"))
+    assert "model.price = 'llama-3.1-8b-together-2025-08' is a price of 'Llama-3.1-8B', " \
+           "not of 'DeepSeek-V3'" in line, line
+
+
+def test_issue23_price_of_another_model_warns_on_the_command_line():
+    result = run("cheapest", "-m", "Llama-3.1-70B", "-H", "H100", "-p", "tp=8", "--tpot",
+                 "50ms", "--price", "llama-3.1-8b-together-2025-08")
+    line = _warning_only(result)
+    assert "--price llama-3.1-8b-together-2025-08: a list price of 'Llama-3.1-8B', not of " \
+           "--model 'Llama-3.1-70B'" in line, line
+    same = run("cheapest", "-m", "Llama-3.1-8B", "-H", "H100", "-p", "tp=1", "--tpot", "50ms",
+               "--price", "llama-3.1-8b-together-2025-08")
+    assert same.exit_code == 0 and same.stderr == "", same.stderr

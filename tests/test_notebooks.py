@@ -20,6 +20,7 @@ PUBLIC = {"inference_factory", "inference_factory.questions", "inference_factory
 
 def test_there_are_notebooks():
     names = {p.stem for p in NOTEBOOKS}
+    assert names == set(FIGURES)
     assert {"01_batch_draft_heatmaps", "02_batch_cache_cost_heatmap", "03_factory_waterfall",
             "04_dollars_per_mtok_by_hardware"} <= names
 
@@ -48,16 +49,37 @@ def test_committed_notebook_is_clean_and_parameterised(path):
                         assert not any(a.name.startswith("_") for a in node.names)
 
 
+#: PNG figures each notebook shows when executed (issue 23: notebook 03 showed none, its
+#: report module switched the kernel's backend to Agg).
+FIGURES = {"01_batch_draft_heatmaps": 1, "02_batch_cache_cost_heatmap": 1,
+           "03_factory_waterfall": 2, "04_dollars_per_mtok_by_hardware": 1}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_top_to_bottom(path, monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "Agg")          # the kernel inherits it: no display needed
+def test_notebook_draws_without_pyplot(path):
+    """Figures are matplotlib.figure.Figure objects: no pyplot (global state, the kernel's
+    backend) and no matplotlib.use in any cell."""
+    for c in nbformat.read(path, as_version=4).cells:
+        if c.cell_type != "code":
+            continue
+        code = "\n".join(line.split("#")[0] for line in c.source.splitlines())
+        assert "pyplot" not in code and "matplotlib.use" not in code, c.source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_top_to_bottom(path, tmp_path):
+    """Each notebook runs in a fresh kernel whose working folder is outside the repository
+    (notebook 03 died there with a bare StopIteration looking for configs/), with the
+    kernel's own matplotlib backend (no MPLBACKEND set), and shows its figures as PNGs."""
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+                                     resources={"metadata": {"path": str(tmp_path)}})
     start = time.perf_counter()
     client.execute()                                  # raises CellExecutionError on any error
     elapsed = time.perf_counter() - start
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
-    assert not errors
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == FIGURES[path.stem], [o.get("data", {}).keys() for o in outputs]
+    assert all(len(o["data"]["image/png"]) > 10_000 for o in images)   # a drawn figure
     assert elapsed < 120

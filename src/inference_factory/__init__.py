@@ -32,7 +32,7 @@ _LAZY = {
     "HardwareSpec": ".specs", "ModelSpec": ".specs", "list_hardware": ".specs",
     "list_models": ".specs", "load_hardware": ".specs", "load_model": ".specs",
     "Realism": ".specs.realism", "load_realism": ".specs.realism",
-    "evaluate": ".engine", "to_dataframe": ".engine",
+    "evaluate": ".engine.inputs", "to_dataframe": ".engine",
     "plan": ".analysis.plan",
     "bench": ".analysis.bench",
 }

@@ -13,6 +13,19 @@ class SpecError(ValueError):
     """
 
 
+class SpecWarning(UserWarning):
+    """A suspicious but valid input (a price of another model, a context beyond the model's,
+    a TPOT target of seconds): one line naming the input and why it looks wrong. The CLI
+    prints it as ``warning: <message>`` on stderr and carries on."""
+
+
+def warn(message: str) -> None:
+    """Emit a :class:`SpecWarning` (Python: the warnings machinery; the CLI: one stderr line)."""
+    import warnings
+
+    warnings.warn(message, SpecWarning, stacklevel=3)
+
+
 def require(module: str | None, what: str, extra: str = "sweeps") -> None:
     """One-line SpecError when an optional dependency is missing."""
     if module is None:

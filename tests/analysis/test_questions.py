@@ -352,7 +352,10 @@ def test_monte_carlo_vectorized_matches_point_by_point_economics():
     base_price = load_prices()[PRICE]
     for i in (0, 17, 40, 63):
         s = r.samples.isel(sample=i)
-        p = inf.evaluate(DS, "H800-SXM", acceptance_rate=float(s.acceptance_rate),
+        # the samples' batch is continuous: the engine's evaluate (inf.evaluate takes whole
+        # batch sizes only, issue 23)
+        from inference_factory.engine import evaluate as engine_evaluate
+        p = engine_evaluate(DS, "H800-SXM", acceptance_rate=float(s.acceptance_rate),
                          cache_hit_rate=float(s.cache_hit_rate), batch_size=float(s.batch_size), **H800)
         # add_economics prices hits only from a cache_hit_rate coordinate (see test_economics)
         p = p.assign_coords(cache_hit_rate=float(s.cache_hit_rate))

@@ -61,6 +61,21 @@ def _check_kwargs(kwargs: Mapping[str, Any], who: str, *, scalar_axes: bool = Fa
                 isinstance(v, (list, tuple, np.ndarray, xr.DataArray, range))):
             raise SpecError(f"{who}: {k} = {v!r} must be a single value (the operating point); "
                             "vary it with ranges={...} instead")
+    if kwargs.get("draft_model") is not None:
+        try:
+            load_model(kwargs["draft_model"])
+        except SpecError as exc:
+            raise SpecError(f"{who}: draft_model: {exc}") from None
+
+
+def check_ratio(name: str, value) -> float:
+    """An input-per-output token ratio: a finite number >= 0 (NaN, infinity and negatives are
+    refused: they made every cost NaN or a row's reason, not an error)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(float(value)) and float(value) >= 0):
+        raise SpecError(f"{name} = {value!r} must be a finite number >= 0 (input tokens per "
+                        "output token, e.g. 3.6)")
+    return float(value)
 
 
 def _single(value, kind: str, who: str):

@@ -128,7 +128,36 @@ def configs_show(name: str, path_only: bool) -> None:
         raise SpecError(f"unknown config {name!r}; available: {sorted(found)} "
                         "(see 'inference-factory configs list')")
     p = found[key][0]
-    click.echo(str(p) if path_only else p.read_text(encoding="utf-8").rstrip("\n"))
+    click.echo(str(p) if path_only else portable_text(p).rstrip("\n"))
+
+
+#: Keys whose value is a file path relative to the config: (table or "" for the top level, key).
+PATH_KEYS = (("", "extends"), ("", "baseline"), ("workload", "trace"))
+
+
+def portable_text(path: Path) -> str:
+    """A bundled config's text with every relative path (``extends``, ``baseline``,
+    ``workload.trace``) made absolute, so that the printed copy works wherever it is saved
+    (``configs show deepseek-day > dd.toml`` kept ``extends = "factory.toml"``, which then
+    named a file beside dd.toml that does not exist)."""
+    import json
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    out, table = [], ""
+    for line in text.splitlines(keepends=True):
+        head = re.match(r"\s*\[\[?\s*([A-Za-z0-9_.]+)\s*\]\]?", line)
+        if head:
+            table = head.group(1)
+        m = re.match(r'(\s*)([A-Za-z_]+)(\s*=\s*)"([^"\\]*)"(.*)', line, re.S)
+        if m and (table, m.group(2)) in PATH_KEYS and m.group(4) \
+                and not Path(m.group(4)).is_absolute():
+            target = (path.parent / m.group(4)).resolve()
+            out.append(f"{m.group(1)}# was {m.group(2)} = {json.dumps(m.group(4))} "
+                       "(relative to the bundled file)\n")
+            line = f"{m.group(1)}{m.group(2)}{m.group(3)}{json.dumps(str(target))}{m.group(5)}"
+        out.append(line)
+    return "".join(out)
 
 
 COMMANDS = (prices_group, configs_group)

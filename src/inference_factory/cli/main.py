@@ -37,16 +37,41 @@ def _error(message: str) -> None:
     click.echo(f"error: {_one_line(message)}", err=True)
 
 
+#: Exit status after Ctrl-C (SIGINT): 128 + 2, the shell's convention.
+EXIT_INTERRUPTED = 130
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None, _base=None):
+    """A :class:`~inference_factory.errors.SpecWarning` as one ``warning: ...`` stderr line;
+    other warnings as Python shows them."""
+    from ..errors import SpecWarning
+
+    if isinstance(message, SpecWarning) or (isinstance(category, type)
+                                            and issubclass(category, SpecWarning)):
+        click.echo(f"warning: {_one_line(str(message))}", err=True)
+    elif _base is not None:
+        _base(message, category, filename, lineno, file, line)
+
+
 class _Group(click.Group):
     """Click group whose ``main`` turns SpecError and usage errors into one stderr line."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any):
+        import functools
+        import warnings
+
         no_args_help = getattr(click.exceptions, "NoArgsIsHelpError", None)
         try:
-            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
-                              standalone_mode=False, **extra)
+            with warnings.catch_warnings():
+                warnings.showwarning = functools.partial(_show_warning,
+                                                         _base=warnings.showwarning)
+                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                  standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
+        except KeyboardInterrupt:
+            _error("interrupted")
+            code = EXIT_INTERRUPTED
         except SpecError as exc:
             _error(str(exc))
             code = EXIT_USAGE
@@ -62,9 +87,11 @@ class _Group(click.Group):
         except click.ClickException as exc:
             _error(exc.format_message())
             code = exc.exit_code
-        except click.Abort:
-            _error("aborted")
-            code = 1
+        except click.Abort as exc:
+            # click turns Ctrl-C (KeyboardInterrupt) into Abort; a prompt's EOF is an Abort too
+            interrupted = isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt)
+            _error("interrupted" if interrupted else "aborted")
+            code = EXIT_INTERRUPTED if interrupted else 1
         if standalone_mode:
             sys.exit(code)
         return code

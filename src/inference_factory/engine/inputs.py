@@ -112,3 +112,43 @@ def _listify(value) -> list:
     return [value]
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# the public entry point: whole units stay whole
+# --------------------------------------------------------------------------------------------
+
+
+def check_whole_axes(kwargs: dict) -> None:
+    """The axes counted in whole units (:data:`~inference_factory.axes.WHOLE_AXES`: batch
+    sizes, draft depth, group sizes) must be whole numbers where a user gives them: the
+    engine keeps batch sizes continuous for the library's own root finding and operating
+    points, but ``batch_size=2.5`` typed by a person is a mistake (the CLI refuses it too)."""
+    from ..axes import WHOLE_AXES
+
+    for name in WHOLE_AXES:
+        if name not in kwargs or name not in NUMERIC_AXES:
+            continue
+        value = kwargs[name]
+        try:
+            vals = np.asarray(value, dtype=float).ravel()
+        except (TypeError, ValueError):
+            continue                       # not numbers: the engine's own check names it
+        bad = vals[np.isfinite(vals) & (vals != np.round(vals))]
+        if bad.size:
+            raise SpecError(f"{name} = {bad[0]:g} must be a whole number "
+                            f"({NUMERIC_AXES[name][1]}); allowed: integers >= "
+                            f"{NUMERIC_AXES[name][2]:g}")
+
+
+def evaluate(*args: Any, **kwargs: Any):
+    """:func:`inference_factory.evaluate`: the engine's
+    :func:`inference_factory.engine.evaluate.evaluate` (every argument and the Dataset it
+    returns are documented there), after :func:`check_whole_axes` (``batch_size=2.5`` is a
+    one-line SpecError here; the library's internal callers use the engine's directly)."""
+    from . import __getattr__ as engine_attr        # the package's lazy name, the function
+
+    engine_evaluate = engine_attr("evaluate")
+
+    check_whole_axes(kwargs)
+    return engine_evaluate(*args, **kwargs)

@@ -2,7 +2,9 @@
 when the levers pay, and the lever waterfall and speculation curve as PNGs beside it.
 
 Plots need matplotlib (``pip install "inference-factory[plots]"``); without it the report is
-written with a one-line note where the figures would be.
+written with a one-line note where the figures would be. Figures are
+:class:`matplotlib.figure.Figure` objects made without pyplot: no global state, no backend
+switched (a notebook's inline backend keeps drawing), nothing to close.
 """
 
 from __future__ import annotations
@@ -18,32 +20,40 @@ from .levers import lever_waterfall
 WATERFALL_METRIC = "usd_per_mtok_output"
 
 
-def _pyplot():
+def _figure_class():
+    """:class:`matplotlib.figure.Figure`, or None without matplotlib."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         return None
-    return plt
+    return Figure
 
 
-def _need_pyplot(option: str):
-    plt = _pyplot()
-    if plt is None:
+def _new_figure(option: str, **kw):
+    """A Figure (no pyplot: its canvas renders PNG through Agg when saved)."""
+    figure = _figure_class()
+    if figure is None:
         raise SpecError(f"{option}: plotting needs matplotlib: pip install \"inference-factory[plots]\"")
-    return plt
+    return figure(**kw)
+
+
+def figure_png(fig, dpi: int = 110) -> bytes:
+    """The PNG bytes of a Figure (for ``IPython.display.Image`` in a notebook, or a file)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    return buf.getvalue()
 
 
 def draw_lever_waterfall(steps, *, title: str = "", option: str = "--report"):
     """Figure of :func:`inference_factory.factory.levers.lever_waterfall` steps (green: the
     lever helps, red: it hurts; log scale when the steps are factors)."""
-    plt = _need_pyplot(option)
     log = bool(steps.attrs.get("log"))
     metric = steps.attrs.get("metric", "")
     lower_better = metric in ("usd_per_mtok_output", "gpu_seconds")
-    fig, ax = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
+    fig = _new_figure(option, figsize=(10, 4.5), layout="constrained")
+    ax = fig.subplots()
     colors = {"start": "tab:grey", "end": "tab:blue", "interactions": "tab:purple"}
     for i, r in steps.iterrows():
         if r.kind in ("start", "end"):
@@ -70,10 +80,10 @@ def draw_lever_waterfall(steps, *, title: str = "", option: str = "--report"):
 def draw_speculation_curve(result: dict, *, option: str = "--report"):
     """Figure of decode tokens/s per GPU against the TPOT target, with the best draft depth
     and with none (a ``compare`` result's ``lever_effects.speculative.tpot_curve``)."""
-    plt = _need_pyplot(option)
     curve = result["lever_effects"]["speculative"]["tpot_curve"]
     x = [r["tpot_target_s"] * 1e3 for r in curve]
-    fig, ax = plt.subplots(figsize=(6.5, 4), constrained_layout=True)
+    fig = _new_figure(option, figsize=(6.5, 4), layout="constrained")
+    ax = fig.subplots()
     for key, label in (("tokens_per_s_per_gpu_no_draft", "no draft"),
                        ("tokens_per_s_per_gpu_best_depth", "best draft depth (MTP)")):
         y = [r[key] if r[key] is not None else float("nan") for r in curve]
@@ -90,7 +100,6 @@ def _save(fig, path: str | os.PathLike, option: str) -> Path:
     target = Path(path)
     with atomic_output(target, option=option) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    _pyplot().close(fig)
     return target
 
 
@@ -118,7 +127,7 @@ def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
           "", "| metric | baseline | factory |", "|---|---:|---:|"]
     md += [f"| {label} | {_fmt(b.get(k), fmt)} | {_fmt(f.get(k), fmt)} |" for k, label, fmt in HEADLINE]
     written: list[Path] = []
-    plt_ok = _pyplot() is not None
+    plt_ok = _figure_class() is not None
     if "attribution" in result:
         md += ["", "## Attribution", "", "```", *attribution_table(result), "```"]
         steps = lever_waterfall(result, WATERFALL_METRIC, basis="path", log=True)
@@ -162,4 +171,4 @@ def write_report(result: dict, path: str | os.PathLike) -> list[Path]:
 
 
 __all__ = ["write_report", "draw_lever_waterfall", "draw_speculation_curve",
-           "plot_lever_waterfall", "plot_speculation_curve"]
+           "plot_lever_waterfall", "plot_speculation_curve", "figure_png"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import SpecError
 from ..kernels import memory as kmem
 from ..kernels import moe as kmoe
 from ..kernels import serving as kserv
@@ -100,5 +101,9 @@ def config_trace(cfg: FactoryConfig) -> Trace:
     the synthetic workload."""
     if cfg.trace_path:
         trace = load_trace(cfg.trace_path)
+        if cfg.trace_head > trace.n_requests:
+            raise SpecError(f"--requests {cfg.trace_head} (trace_head) exceeds the "
+                            f"{trace.n_requests:,} requests of the trace {cfg.trace_path}; "
+                            f"allowed 1..{trace.n_requests:,}")
         return trace.head(cfg.trace_head) if cfg.trace_head else trace
     return generate_trace(cfg.workload)

@@ -98,6 +98,13 @@ class WorkloadClass:
         _check_num(who, "output_tokens_sigma", self.output_tokens_sigma, 0.0)
         _check_int(who, "max_prompt_tokens", self.max_prompt_tokens, 1, bounds.MAX_TOKENS)
         _check_int(who, "max_output_tokens", self.max_output_tokens, 1, bounds.MAX_TOKENS)
+        for kind in ("prompt", "output"):
+            cap, median = (getattr(self, f"max_{kind}_tokens"),
+                           getattr(self, f"{kind}_tokens_median"))
+            if cap < median:
+                raise SpecError(f"{who}: max_{kind}_tokens = {cap} is below {kind}_tokens_median"
+                                f" = {median:g}; the cap must be >= the median (else more than "
+                                "half the draws are clipped to it)")
         _check_int(who, "system_prompt_tokens", self.system_prompt_tokens, 0, bounds.MAX_TOKENS)
         _check_int(who, "n_system_prompts", self.n_system_prompts, 1, bounds.MAX_SYSTEM_PROMPTS)
         _check_num(who, "system_prompt_zipf", self.system_prompt_zipf, 0.0)

@@ -50,6 +50,7 @@ class _FolderIndex:
     stems: dict[str, Path]  # lower-cased file stem -> file
     index: dict[str, Path]  # lower-cased stem or alias -> file (a stem wins over an alias)
     settled: bool           # no stamp was too recent to be trusted ("racy")
+    clashes: dict[str, tuple[Path, ...]] | None = None  # alias -> the files that claim it
 
 
 _INDEX_CACHE: dict[str, _FolderIndex] = {}
@@ -68,9 +69,10 @@ def _read_folder(folder: str, st: os.stat_result) -> _FolderIndex:
         files.append((path, _stamp(fst)))
         settled = settled and _settled(fst, now)
     paths = [Path(f) for f, _ in files]
+    clashes: dict[str, tuple[Path, ...]] = {}
     return _FolderIndex(stamp=_stamp(st), files=tuple(files),
-                        stems={q.stem.lower(): q for q in paths}, index=_build_index(paths),
-                        settled=settled)
+                        stems={q.stem.lower(): q for q in paths},
+                        index=_build_index(paths, clashes), settled=settled, clashes=clashes)
 
 
 def _files_unchanged(ix: _FolderIndex) -> bool:
@@ -96,8 +98,12 @@ def _folder_index(folder: str, st: os.stat_result, *, contents: bool) -> _Folder
     return ix
 
 
-def _build_index(files) -> dict[str, Path]:
+def _build_index(files, clashes: dict | None = None) -> dict[str, Path]:
+    """Lower-cased stem or alias -> file. An alias that two files of the folder claim (and no
+    file is named after) is recorded in ``clashes`` (alias -> the files): resolving it is an
+    error, not a silent pick of the first file."""
     out: dict[str, Path] = {}
+    claims: dict[str, list[Path]] = {}
     for p in files:
         out[p.stem.lower()] = p
         try:
@@ -107,6 +113,13 @@ def _build_index(files) -> dict[str, Path]:
         for alias in raw.get("aliases", []) if isinstance(raw.get("aliases"), list) else []:
             if isinstance(alias, str):
                 out.setdefault(alias.lower(), p)
+                owners = claims.setdefault(alias.lower(), [])
+                if p not in owners:
+                    owners.append(p)
+    stems = {p.stem.lower() for p in files}
+    if clashes is not None:
+        clashes.update({a: tuple(ps) for a, ps in claims.items()
+                        if len(ps) > 1 and a not in stems})
     return out
 
 
@@ -137,8 +150,15 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
             hit = _folder_index(os.fspath(f), st, contents=False).stems.get(key)
             if hit is not None:
                 return hit
-        hit = _folder_index(os.fspath(f), st, contents=True).index.get(key)
+        ix = _folder_index(os.fspath(f), st, contents=True)
+        hit = ix.index.get(key)
         if hit is not None:
+            both = (ix.clashes or {}).get(key)
+            if both:
+                raise SpecError(f"{kind.rstrip('s')} alias {s!r} is claimed by "
+                                f"{len(both)} files in {f}: "
+                                f"{', '.join(q.name for q in both)}; an alias must name one "
+                                "file: remove it from all but one (or give the file name)")
             return hit
     names = sorted({p.stem for f in folders for p in f.glob("*.toml")})
     where = ", ".join(str(f) for f in folders)

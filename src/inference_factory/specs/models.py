@@ -190,6 +190,14 @@ class ModelSpec:
             n_kv_heads=self.n_kv_heads, head_dim_k=self.head_dim_qk, head_dim_v=self.head_dim_v,
             kv_bytes_per_elem=b)
 
+    def check_context(self, isl: int, osl: int = 0) -> None:
+        """SpecError when a request of ``isl`` prompt and ``osl`` output tokens does not fit
+        the model's context (``max_position_embeddings``): it could not be served."""
+        if isl + osl > self.max_position_embeddings:
+            raise SpecError(f"isl + osl = {isl:,} + {osl:,} = {isl + osl:,} tokens exceeds the "
+                            f"{self.max_position_embeddings:,}-token context of {self.name!r}; "
+                            f"allowed isl + osl <= {self.max_position_embeddings:,}")
+
     def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
         """KV bytes of one token over the full-attention layers (sliding-window layers are
         bounded separately, see :meth:`n_full_attention_layers`)."""
@@ -244,6 +252,16 @@ def _parse_model(path: Path) -> ModelSpec:
     sw, swl = at.sliding_window or 0, at.sliding_window_layers or 0
     if kind == "mla" and kv_lora <= 0:
         raise SpecError(f"{path}: attention.kv_lora_rank = {kv_lora} must be > 0 for kind 'mla'")
+    if kind == "mla":
+        for key in ("qk_nope_head_dim", "qk_rope_head_dim"):
+            if getattr(at, key) <= 0:
+                raise SpecError(f"{path}: attention.{key} = {getattr(at, key)} must be an "
+                                "integer >= 1 for kind 'mla' (query/key head = non-rotary + "
+                                "rotary part)")
+        if at.qk_nope_head_dim + at.qk_rope_head_dim != at.head_dim_qk:
+            raise SpecError(f"{path}: attention.qk_nope_head_dim + qk_rope_head_dim = "
+                            f"{at.qk_nope_head_dim} + {at.qk_rope_head_dim} must equal "
+                            f"head_dim_qk = {at.head_dim_qk} for kind 'mla'")
     if kind != "mla" and n_q % n_kv:
         raise SpecError(f"{path}: attention.n_kv_heads = {n_kv} must divide n_q_heads = {n_q}")
     if swl > a.n_layers or (swl > 0) != (sw > 0):
@@ -253,6 +271,10 @@ def _parse_model(path: Path) -> ModelSpec:
     if n_dense > 0 and ffn.dense_intermediate_size is None:
         raise SpecError(f"{path}: ffn.dense_intermediate_size is missing (required when "
                         f"dense_layers > 0)")
+    if n_dense > 0 and ffn.dense_intermediate_size <= 0:
+        raise SpecError(f"{path}: ffn.dense_intermediate_size = {ffn.dense_intermediate_size} "
+                        f"must be an integer >= 1 when dense_layers = {n_dense} > 0 "
+                        "(0 only for a model without dense FFN layers)")
     if n_dense > a.n_layers:
         raise SpecError(f"{path}: ffn.dense_layers = {n_dense} exceeds n_layers = {a.n_layers}")
     moe = f.moe
