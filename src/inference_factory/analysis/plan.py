@@ -227,7 +227,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
          overlap: Sequence[str] | None = None,
          batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
          prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
-         min_gpus: int = 1, **kwargs: Any) -> PlanResult:
+         min_gpus: int = 1, uncertainty: Any = None, **kwargs: Any) -> PlanResult:
     """Recommend one deployment per hardware type for a GPU budget and latency targets.
 
     Parameters
@@ -271,6 +271,12 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     batch_size, draft_depth, prefill_batch_size : whole numbers
         Decode batch per attention-DP rank, draft depths (default 0..3 with an MTP module or a
         draft model, else 0), prefill prompts per attention-DP rank per pass.
+    uncertainty : True, "components" or an Uncertainty, optional
+        Adds ``<name>_low`` / ``<name>_high`` (the 80 % band) of each recommendation's
+        tokens/s per GPU and per user, TTFT, TPOT and $/M columns, ``band_structure_ln`` and
+        ``meets_slo_share`` (:mod:`.plan_bands`: the recommended operating point re-evaluated
+        under the component draws, widened by the model-structure term; candidates and the
+        front carry no bands).
     **kwargs
         Other engine options held fixed (``acceptance_rate``, ``expert_skew``,
         ``redundant_experts``, ``draft_model``, ``cache_hit_rate``...).
@@ -360,6 +366,18 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     cand = _rank(cand, objective)
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
+    if uncertainty is not None and uncertainty is not False:
+        from .plan_bands import add_bands
+        if kwargs.get("ideal"):
+            raise SpecError("plan: uncertainty needs the realism terms (the ideal roofline "
+                            "has no measured spread); drop ideal")
+        recs = add_bands(recs, m, hws, uncertainty, isl=isl, osl=osl, ttft_s=ttft_s,
+                         tpot_s=tpot_s, gpus=gpus, cost=cost,
+                         prefill_batch_sizes=grid["prefill_batch_size"],
+                         engine_kw={k: v for k, v in engine_kw.items()
+                                    if k not in ("realism", "ideal")},
+                         free_acceptance="acceptance_rate" not in kwargs,
+                         realism=kwargs.get("realism"))
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
                    max_instance_gpus=max_instance_gpus,
@@ -370,6 +388,8 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                    modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
                    precision=[p.label() for p in profiles],
                    precision_notes={h: n for h, n in notes.items() if n},
+                   uncertainty=(None if uncertainty is None or uncertainty is False else
+                                "components" if uncertainty == "components" else "full"),
                    cost=dataclasses.asdict(cost))
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})

@@ -16,8 +16,7 @@ from .pareto import pareto_mask
 from ..engine import evaluate_arrays
 from ..engine.arrays import invalid_fill
 from ..errors import SpecError
-from ..kernels.serving import (colocated_tpot_stretch, gpus_for_load,
-                               output_tokens_per_s_per_gpu_all_in, prefill_busy_share)
+from ..kernels.serving import gpus_for_load
 
 
 #: What a recommendation optimises: name -> "min" or "max".
@@ -183,10 +182,50 @@ def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[s
     return out
 
 
-def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -> list:
+def pack_pools(*, total_gpus, decode_instance_gpus, decode_requests_per_s_per_instance,
+               prefill_instance_gpus, prefill_requests_per_s_per_instance):
+    r"""Whole prefill and decode instances within a GPU budget, balanced on request rate.
+
+    .. math:: \max_{n_d, n_p \ge 1,\; n_d g_d + n_p g_p \le N} \min(n_d x_d,\ n_p x_p)
+
+    then the fewest instances that carry that rate: :math:`n = \lceil R / x \rceil` per pool
+    (what ``simulate`` provisions for the same rate). ``x`` requests/s of one instance at its
+    operating point, ``g`` its GPUs, ``N`` the budget. The optimum lies at the balance point
+    :math:`n_d^* = N x_p / (x_p g_d + x_d g_p)`; the integers within 2 of it (and 1) are
+    tried. Arrays broadcast; no feasible pair gives zeros and a rate of NaN.
+
+    Returns ``(n_decode, n_prefill, requests_per_s)``.
+    """
+    n_gpu = float(total_gpus)
+    gd, xd = np.asarray(decode_instance_gpus, float), np.asarray(
+        decode_requests_per_s_per_instance, float)
+    gp, xp = np.asarray(prefill_instance_gpus, float), np.asarray(
+        prefill_requests_per_s_per_instance, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        star = n_gpu * xp / (xp * gd + xd * gp)
+        nd_max = np.floor((n_gpu - gp) / gd)
+        best_r = np.full(np.broadcast_shapes(gd.shape, xd.shape, gp.shape, xp.shape), -np.inf)
+        for off in (-2, -1, 0, 1, 2, None):
+            nd = np.ones_like(star) if off is None else np.floor(star) + off
+            nd = np.clip(np.nan_to_num(nd, nan=1.0), 1.0, np.maximum(nd_max, 1.0))
+            npf = np.floor((n_gpu - nd * gd) / gp)
+            r = np.where((npf >= 1) & (nd <= nd_max), np.minimum(nd * xd, npf * xp), -np.inf)
+            best_r = np.maximum(best_r, np.nan_to_num(r, nan=-np.inf))
+        ok = np.isfinite(best_r) & (best_r > 0)
+        rate = np.where(ok, best_r, np.nan)
+        # the fewest whole instances that carry the rate (1e-9: float noise at the balance)
+        n_d = np.where(ok, np.maximum(np.ceil(rate / xd * (1 - 1e-9)), 1), 0)
+        n_p = np.where(ok, np.maximum(np.ceil(rate / xp * (1 - 1e-9)), 1), 0)
+    return n_d.astype(np.int64), n_p.astype(np.int64), rate
+
+
+def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *,
+                rates, utilization) -> list:
     """Every candidate of one device and precision profile as one frame: per shape, its
-    aggregated rows (its own best prefill batch per overlap) and its disaggregated rows (the
-    best prefill instance of any shape that fits beside it in the budget)."""
+    aggregated rows (its own best prefill batch per overlap, as many whole instances as the
+    budget holds) and its disaggregated rows (the prefill instance of any shape, and the
+    whole prefill and decode instance counts within the budget, that carry the most
+    requests/s: :func:`pack_pools`)."""
     prefill = []
     for shape, sg in per_shape:
         pf = _prefill_best(sg, ttft_s)
@@ -209,65 +248,100 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes) -
                                                 else None) for k, v in common.items()}}
         if "aggregated" in modes:
             at = np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))
+            loop = _closed_loop(sg, dec, shape, isl, osl)
+            n_inst = gpus // n
             frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
                            **tags("aggregated", dec["overlap"].copy()),
-                           **_closed_loop(sg, dec, shape, isl, osl)})
+                           "decode_instances": np.full(n_rows, n_inst, dtype=np.int64),
+                           "prefill_instances": np.zeros(n_rows, dtype=np.int64),
+                           "request_rate_per_s": n_inst * loop["loop_request_rate_per_s"]
+                           * shape.get("dp", 1),
+                           **loop})
         if "disaggregated" in modes and prefill_all:
-            # the prefill pool: the best prefill instance (any shape, same precision profile)
-            # that fits beside this decode instance in the budget
-            ok = np.flatnonzero((prefill_all["prefill_gpus"] + n <= gpus)
-                                & prefill_all["prefill_fits"]
-                                & ~np.isnan(prefill_all["prefill_tokens_per_s_per_gpu"]))
-            row = {k: v[:1].copy() for k, v in prefill_all.items()}
-            if ok.size == 0:
-                for k in ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
-                          "prefill_batch_size"):
-                    row[k][:] = np.nan
-                row["prefill_fits"][:] = False
-                pov = ""
-            else:   # most tokens/s per GPU, then fewest GPUs, then the first listed
-                key = np.lexsort((ok, prefill_all["prefill_gpus"][ok],
-                                  -prefill_all["prefill_tokens_per_s_per_gpu"][ok]))
-                best = ok[key[0]]
-                row = {k: v[best:best + 1] for k, v in prefill_all.items()}
-                pov = str(prefill_all["overlap"][best])
-            frames.append({**dec, **{k: np.repeat(v, n_rows) for k, v in row.items()
-                                     if k != "overlap"},
-                           **tags("disaggregated", np.full(n_rows, pov, dtype=object)),
+            # the prefill pool: of every prefill instance (any shape, same precision profile)
+            # that fits beside this decode instance, the one whose whole-instance packing in
+            # the budget carries the most requests/s; ties: fewer GPUs, then the first listed
+            pg = prefill_all["prefill_gpus"].astype(float)
+            p_ok = (prefill_all["prefill_fits"]
+                    & np.isfinite(prefill_all["prefill_tokens_per_s_per_gpu"]) & (pg + n <= gpus))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # requests/s of an instance: its output tokens/s over osl (as the pools'
+                # arithmetic and simulate charge a request osl / D of decode GPU time)
+                xd = dec["decode_tokens_per_s_per_gpu"].astype(float) * n / osl
+                xp = prefill_all["prefill_tokens_per_s_per_gpu"] * pg / isl
+            xp = np.where(p_ok, xp, np.nan)
+            nd, npf, rate = pack_pools(total_gpus=gpus, decode_instance_gpus=float(n),
+                                       decode_requests_per_s_per_instance=xd[:, None],
+                                       prefill_instance_gpus=pg[None, :],
+                                       prefill_requests_per_s_per_instance=xp[None, :])
+            used = nd * n + npf * pg[None, :]
+            key = np.where(np.isfinite(rate), -rate, np.inf)
+            # best rate first, then fewer GPUs (lexsort's last key is the primary one)
+            order = np.lexsort((used, key), axis=1) if key.size else key.astype(int)
+            best = order[:, 0] if key.size else np.zeros(n_rows, int)
+            rr = np.arange(n_rows)
+            row = {k: v[best] for k, v in prefill_all.items() if k != "overlap"}
+            none = ~np.isfinite(rate[rr, best]) if key.size else np.ones(n_rows, bool)
+            for k in ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
+                      "prefill_batch_size"):
+                row[k] = np.where(none, np.nan, row[k].astype(float))
+            row["prefill_fits"] = np.where(none, False, row["prefill_fits"])
+            pov = np.where(none, "", prefill_all["overlap"][best].astype(object))
+            frames.append({**dec, **row,
+                           **tags("disaggregated", pov.astype(object)),
+                           "decode_instances": np.where(none, 0, nd[rr, best]),
+                           "prefill_instances": np.where(none, 0, npf[rr, best]),
+                           "request_rate_per_s": rate[rr, best],
                            **{k: np.full(n_rows, np.nan) for k in _LOOP_COLUMNS}})
     if not frames:
         return []
     f = {k: np.concatenate([fr[k] for fr in frames]) for k in frames[0]}
-    return [_judge(f, isl, osl, ttft_s, tpot_s)]
+    return [_judge(f, isl, osl, ttft_s, tpot_s, rates=rates, utilization=utilization,
+                   gpus=gpus)]
 
 
-def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
+def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s, *, rates, utilization,
+           gpus) -> pd.DataFrame:
     """The derived columns of the candidates, as a frame: an aggregated candidate is the
     closed loop of ``bench`` at its decode batch (:func:`.bench.loop_at_batch`: TPOT with the
     others' prefill stalls, TTFT with the poll and queue waits, the request rate and the
     concurrency that batch implies, under the default serving-engine profile); a
     disaggregated one pairs pools sized to each other (all-in output tokens/s per GPU), its
-    TTFT one prefill pass. Then the GPUs, whether the SLOs are met and why not."""
+    TTFT one prefill pass. Both fill the budget with whole instances: ``gpus`` is every GPU
+    used, ``output_tokens_per_s`` the whole fleet's, and the per-GPU figures and the all-in
+    $/M count every GPU used (the GPU-hours of both pools, by phase price, over the output
+    tokens). Then whether the SLOs are met and why not."""
     agg = f["mode"] == "aggregated"
     d = f["decode_tokens_per_s_per_gpu"].astype(float)
     p = f["prefill_tokens_per_s_per_gpu"].astype(float)
     b, dp = f["batch_size"].astype(float), f["dp"].astype(float)
     tpot0 = f["tpot_s"].astype(float)
+    n_d, n_p = f["decode_instances"].astype(float), f["prefill_instances"].astype(float)
+    f["instances"] = (n_d + n_p).astype(np.int64)
+    f["gpus"] = (n_d * f["decode_gpus"] + n_p * np.where(agg, 0, f["prefill_gpus"])).astype(
+        np.int64)
+    rate = f["request_rate_per_s"].astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        all_in = output_tokens_per_s_per_gpu_all_in(
-            isl_tokens=isl, osl_tokens=osl, prefill_tokens_per_s_per_gpu=p,
-            decode_tokens_per_s_per_gpu=d)
-        x_dis = dp * b / (max(osl - 1.0, 1e-9) * tpot0)     # requests/s of a decode instance
+        f["output_tokens_per_s"] = rate * osl
+        per_gpu = f["output_tokens_per_s"] / f["gpus"]
+        # GPU-hour price of the fleet: by phase, weighted by each phase's GPU time
+        # (aggregated: the prefill share of busy time, isl/P over isl/P + osl/D)
+        share_p = np.where(agg, (isl / p) / (isl / p + osl / d),
+                           n_p * f["prefill_gpus"] / f["gpus"])
+        usd_h = rates["prefill"] * share_p + rates["decode"] * (1.0 - share_p)
+    del b
     f["decode_tpot_s"] = tpot0
     f["tpot_s"] = np.where(agg, f["loop_tpot_s"], tpot0)
     f["tokens_per_s_per_user"] = 1.0 / f["tpot_s"]
     f["ttft_s"] = np.where(agg, f["loop_ttft_s"], f["ttft_s"])
     f["prefill_batch_size"] = np.where(agg, f["loop_prompts_per_pass"], f["prefill_batch_size"])
-    f["output_tokens_per_s_per_gpu"] = np.where(
-        agg, f["loop_request_rate_per_s"] * dp * osl / f["decode_gpus"], all_in)
+    f["output_tokens_per_s_per_gpu"] = per_gpu
+    f["usd_per_mtok_output_all_in"] = usd_per_mtok_at(per_gpu, gpu_cost_usd_per_hour=usd_h,
+                                                      utilization=utilization)
+    # requests in flight per instance (Little's law over TTFT and the decode time)
     f["concurrency"] = np.where(agg, dp * f["loop_in_service"],
-                                x_dis * (f["ttft_s"] + max(osl - 1.0, 0.0) * tpot0))
-    f["gpus"] = np.where(agg, f["decode_gpus"], f["decode_gpus"] + f["prefill_gpus"])
+                                rate / np.maximum(n_d, 1)
+                                * (f["ttft_s"] + max(osl - 1.0, 0.0) * tpot0))
     reasons = np.full(len(agg), "", dtype=object)
     pfits = f["prefill_fits"].astype(bool)
     fits = f["fits"].astype(bool) & pfits
@@ -275,6 +349,8 @@ def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
     reasons[no_prefill & pfits] = "misses TTFT at every prefill batch"
     reasons[~pfits] = "prefill does not fit"
     reasons[~f["fits"].astype(bool)] = "does not fit in HBM"
+    unpacked = fits & ~no_prefill & ~np.isfinite(rate)
+    reasons[unpacked] = f"no whole prefill and decode instances fit in {gpus} GPUs"
     slow = (f["tpot_s"] > tpot_s) if tpot_s is not None else np.zeros(len(agg), bool)
     late = ((f["ttft_s"] > ttft_s) if ttft_s is not None else np.zeros(len(agg), bool)) & agg
     # an aggregated batch whose prompts the engine cannot prefill between its decode steps
@@ -282,7 +358,7 @@ def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s) -> pd.DataFrame:
     reasons[fits & ~no_prefill & late] = "misses TTFT (closed loop: poll and queue waits)"
     reasons[fits & ~no_prefill & slow] = "misses TPOT"
     reasons[fits & unsustained] = "prefill cannot keep up with this decode batch"
-    f["meets_slo"] = fits & ~no_prefill & ~slow & ~late & ~unsustained
+    f["meets_slo"] = fits & ~no_prefill & ~slow & ~late & ~unsustained & ~unpacked
     f["reason"] = reasons
     return pd.DataFrame(f)
 
@@ -316,12 +392,15 @@ def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 #: Columns of a recommendation, in order.
 RECOMMENDATION_COLUMNS = (
-    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep", "gpus",
+    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+    "instances", "decode_instances", "prefill_instances", "decode_gpus", "prefill_gpus", "gpus",
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
     "prefill_overlap",
     "batch_size", "draft_depth", "concurrency",
-    "prefill_batch_size", "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
+    "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
+    "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
+    "prefill_tokens_per_s_per_gpu",
     "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
     "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
     "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason",

@@ -39,12 +39,45 @@ _CONFIG_COST_KEYS = ("rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciati
                      "residual_frac", "pue", "usd_per_kwh")
 
 
+#: The plan's figures an emitted config carries for ``simulate`` to compare against, as
+#: ``#plan KEY = VALUE`` comment lines (a factory config's schema has no table for them);
+#: :func:`inference_factory.factory.simulate.plan_check` reads them back.
+PLAN_FIGURES = ("mode", "hardware", "gpus", "decode_instances", "prefill_instances",
+                "decode_gpus", "prefill_gpus", "batch_per_gpu", "draft_depth",
+                "request_rate_per_s", "output_tokens_per_s_per_gpu",
+                "decode_tokens_per_s_per_gpu", "prefill_tokens_per_s_per_gpu", "ttft_s",
+                "tpot_s", "usd_per_mtok_output_all_in", "decode_binding_resource",
+                "utilization", "target_utilization")
+#: Arrival rate as a share of the plan's sustained rate x utilisation: just under 1 so that
+#: ``simulate``'s whole-instance sizing (a ceiling) lands on the plan's instance counts and
+#: not one above them from float rounding. A numerical guard, not a model constant.
+_RATE_GUARD = 1.0 - 1e-6
+
+
+def config_path(path, hardware: str, several: bool) -> str:
+    """Where ``--emit-config FILE.toml`` writes one device's recommendation: ``FILE.toml``
+    for a single device, ``FILE-<device>.toml`` (the device's lower-case name) for several."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not several:
+        return str(p)
+    return str(p.with_name(f"{p.stem}-{str(hardware).lower()}{p.suffix}"))
+
+
 def config_toml(result: PlanResult, hardware: str | None = None, *, price: str | None = None,
-                n_requests: int = 20000, target_utilization: float = 0.8) -> str:
-    """A factory config (``simulate --config``) of one recommendation: the pools' hardware
-    and shapes, the levers the recommendation uses, one workload class of ``isl`` / ``osl``
-    tokens, the targets as SLOs, and an arrival rate that loads the recommended deployment
-    (the load given to :func:`plan`, else the GPU budget) to ``target_utilization``."""
+                n_requests: int = 20000, target_utilization: float | None = None) -> str:
+    """A factory config (``simulate --config``) of one recommendation (``hardware``'s, else
+    the first that meets the targets), carrying the plan's choices where a config can state
+    them: each pool's shape and instance size (``unit_gpus``), the decode batch as
+    ``max_batch_per_gpu``, the draft depth as ``max_draft_depth``, overlap, the precision
+    lever, expert skew and redundancy, the prefill chunk, one workload class of ``isl`` /
+    ``osl`` tokens with the plan's first-position acceptance, the targets as SLOs, and an
+    arrival rate equal to the plan's sustained request rate (the whole fleet within the GPU
+    budget) x ``target_utilization`` (default: the plan's ``utilization`` where it is below
+    1, else 0.8, the fleet's headroom), so that ``simulate`` sizes the plan's instance
+    counts at that utilisation. With a load given to :func:`plan` the rate is that load.
+    The plan's own figures follow as ``#plan`` comment lines (:data:`PLAN_FIGURES`)."""
     from ..specs.realism import load_realism
     from ..specs.prices import load_prices
 
@@ -71,14 +104,19 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     isl, osl = int(req["isl"]), int(req["osl"])
     pd_split = r["mode"] == "disaggregated"
     out_per_gpu = float(r["output_tokens_per_s_per_gpu"])
+    util_plan = float((req.get("cost") or {}).get("utilization", 1.0))
+    u = float(target_utilization if target_utilization is not None else
+              (util_plan if util_plan < 1.0 else 0.8))
     load = req.get("load_output_tokens_per_s")
-    gpus = float(r["gpus_for_load"]) if load is not None and "gpus_for_load" in r else req["gpus"]
-    rate = (load if load is not None else out_per_gpu * req["gpus"]) * target_utilization / osl
+    sustained = float(r["request_rate_per_s"])
+    rate = (load / osl) if load is not None else sustained * u * _RATE_GUARD
+    gpus = int(r["gpus"])
     depth = int(r["draft_depth"])
-    batch_per_gpu = max(1, int(round(float(r["batch_size"]) * int(r["dp"])
-                                     / (int(r["tp"]) * int(r["dp"])))))
-    prefill_tokens = max(1, int(round(float(r["prefill_batch_size"]) * isl
-                                      / int(r["prefill_tp"]))))
+    tp, dp = int(r["tp"]), int(r["dp"])
+    batch_per_gpu = max(1, int(round(float(r["batch_size"]) / tp)))
+    ptp, pdp, pep = ((int(r["prefill_tp"]), int(r["prefill_dp"]), int(r["prefill_ep"]))
+                     if pd_split else (tp, dp, int(r["ep"])))
+    prefill_tokens = max(1, int(round(float(r["prefill_batch_size"]) * isl / ptp)))
     opts = req.get("engine_options", {})
     acc = float(opts.get("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
     skew = float(opts.get("expert_skew", load_realism().default_expert_skew))
@@ -90,15 +128,33 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         f"{r.get('moe_precision')}, KV {r.get('kv_precision')}): a factory config's levers "
         "state native or low only;",
         f"# simulate runs it as low_precision = {_toml_value(bool(r['low_precision']))}."])
+    n_d, n_p = int(r["decode_instances"]), int(r["prefill_instances"])
+    fleet = (f"{n_p} prefill x {int(r['prefill_gpus'])} + {n_d} decode x "
+             f"{int(r['decode_gpus'])} GPUs" if pd_split else
+             f"{n_d} instances x {int(r['decode_gpus'])} GPUs")
+    figures = dict(mode=str(r["mode"]), hardware=str(r["hardware"]), gpus=gpus,
+                   decode_instances=n_d, prefill_instances=n_p,
+                   decode_gpus=int(r["decode_gpus"]),
+                   prefill_gpus=int(r["prefill_gpus"]) if pd_split else 0,
+                   batch_per_gpu=float(r["batch_size"]) / tp, draft_depth=depth,
+                   request_rate_per_s=sustained, output_tokens_per_s_per_gpu=out_per_gpu,
+                   decode_tokens_per_s_per_gpu=float(r["decode_tokens_per_s_per_gpu"]),
+                   prefill_tokens_per_s_per_gpu=float(r["prefill_tokens_per_s_per_gpu"]),
+                   ttft_s=float(r["ttft_s"]), tpot_s=float(r["tpot_s"]),
+                   usd_per_mtok_output_all_in=float(r["usd_per_mtok_output_all_in"]),
+                   decode_binding_resource=str(r["decode_binding_resource"]),
+                   utilization=util_plan, target_utilization=u)
     lines = [
         "# Written by 'inference-factory plan': the recommended deployment of "
         f"{m.name} on {r['hardware']}",
         f"# for {isl} prompt / {osl} output tokens per request, budget {req['gpus']} GPUs, "
         f"objective {req['objective']}.",
-        f"# Plan: {r['mode']}, decode tp={int(r['tp'])} dp={int(r['dp'])} ep={int(r['ep'])}, "
-        f"batch {float(r['batch_size']):g}, draft depth {depth}, "
-        f"{out_per_gpu:,.0f} output tokens/s/GPU all-in; arrival rate sized for "
-        f"{gpus:g} GPUs at {target_utilization:g} utilization.",
+        f"# Plan: {r['mode']}, decode tp={tp} dp={dp} ep={int(r['ep'])}, batch "
+        f"{float(r['batch_size']):g} per attention-DP rank ({batch_per_gpu} per GPU), draft "
+        f"depth {depth}; {fleet} = {gpus} GPUs, {sustained:,.2f} requests/s sustained,",
+        f"# {out_per_gpu:,.0f} output tokens/s/GPU all-in at full load; arrival rate = "
+        + ("the plan's --load" if load is not None else
+           f"sustained x {u:g} (the fleet's target utilization)") + ".",
         *prec_note,
         "",
         f"name = {_toml_value('plan-' + str(r['hardware']).lower())}",
@@ -132,11 +188,11 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         "",
         "[prefill]",
         f"hardware = {_toml_value(r['hardware'])}",
-        f"tp = {int(r['prefill_tp'])}",
-        f"dp = {int(r['prefill_dp'])}",
-        f"ep = {int(r['prefill_ep'])}",
+        f"tp = {ptp}",
+        f"dp = {pdp}",
+        f"ep = {pep}",
         f"tokens_per_gpu = {prefill_tokens}",
-        f"unit_gpus = {int(r['prefill_tp']) * int(r['prefill_dp'])}",
+        f"unit_gpus = {ptp * pdp}",
         "",
         "[decode]",
         f"hardware = {_toml_value(r['hardware'])}",
@@ -144,8 +200,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         f"dp = {int(r['dp'])}",
         f"ep = {int(r['ep'])}",
         f"max_batch_per_gpu = {batch_per_gpu}",
-        f"max_draft_depth = {max(depth, 1)}",
-        f"unit_gpus = {int(r['tp']) * int(r['dp'])}",
+        f"max_draft_depth = {depth}",
+        f"unit_gpus = {tp * dp}",
         "",
         "[levers]",
         "continuous_batching = true",
@@ -161,7 +217,7 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         *[f"{k} = {_toml_value(float(req[k]))}" for k in ("ttft_s", "tpot_s") if req[k]],
         "",
         "[fleet]",
-        f"target_utilization = {_toml_value(float(target_utilization))}",
+        f"target_utilization = {_toml_value(u)}",
         "",
         "[economics]",
         f"cost_basis = {_toml_value(basis)}",
@@ -169,12 +225,37 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     for k, v in (req.get("cost") or {}).items():
         if k in _CONFIG_COST_KEYS and v is not None and v != getattr(CostModel(), k):
             lines.append(f"{k} = {_toml_value(float(v))}")
+    for k in ("price_basis", "power_basis"):     # the plan's basis, so simulate prices alike
+        v = (req.get("cost") or {}).get(k)
+        if v is not None and v != getattr(CostModel(), k):
+            lines.append(f"{k} = {_toml_value(str(v))}")
+    lines += ["", "# The plan's own figures, for 'simulate' to compare against (#plan KEY = VALUE):",
+              *[f"#plan {k} = {_toml_value(v)}" for k, v in figures.items()]]
     return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
 # the Pareto front as a figure
 # --------------------------------------------------------------------------------------------
+
+
+def _draw_band(ax, rec, color) -> None:
+    """A recommendation's 80 % band (``plan(..., uncertainty=...)``): a shaded box spanning
+    its tokens/s per user and its output tokens/s per GPU bands, with error bars."""
+    from matplotlib.patches import Rectangle
+
+    keys = ("tokens_per_s_per_user", "output_tokens_per_s_per_gpu")
+    try:
+        (x, xl, xh), (y, yl, yh) = ((float(rec[k]), float(rec[f"{k}_low"]),
+                                     float(rec[f"{k}_high"])) for k in keys)
+    except (KeyError, TypeError, ValueError):
+        return
+    if not all(np.isfinite(v) and v > 0 for v in (x, xl, xh, y, yl, yh)):
+        return
+    ax.add_patch(Rectangle((xl, yl), xh - xl, yh - yl, facecolor=color, alpha=0.15,
+                           edgecolor=color, linewidth=0.8))
+    ax.errorbar([x], [y], xerr=[[x - xl], [xh - x]], yerr=[[y - yl], [yh - y]],
+                color=color, linewidth=1.0, capsize=3, linestyle="none")
 
 
 def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.0),
@@ -203,9 +284,13 @@ def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.
             ax.plot(rec["tokens_per_s_per_user"], rec["output_tokens_per_s_per_gpu"],
                     marker="*", markersize=14, color=f"C{i % 10}", markeredgecolor="black",
                     linestyle="none")
+            _draw_band(ax, rec.iloc[0], f"C{i % 10}")
     if req.get("tpot_s"):
         ax.axvline(1.0 / req["tpot_s"], color="0.4", linestyle="--",
                    label=f"TPOT target {req['tpot_s'] * 1e3:g} ms")
+    if "output_tokens_per_s_per_gpu_low" in result.recommendations:
+        ax.plot([], [], color="0.5", linewidth=6, alpha=0.25,
+                label="80% band of a recommendation")
     ax.set_xlabel("tokens/s per user (1 / TPOT)")
     ax.set_ylabel("output tokens/s per GPU, prefill included")
     ax.set_yscale("log")

@@ -6,6 +6,7 @@ import click
 
 from ..output.files import check_target, write_text_atomic
 from ..bounds import MAX_REQUESTS
+from .params import price_basis_options
 
 # the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
 # command line's --help stays fast
@@ -33,8 +34,13 @@ def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
               help="One line per simulated side on stderr (default: when stderr is a terminal).")
 @click.option("--requests", "n_requests", type=click.IntRange(1, MAX_REQUESTS), default=None,
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
+@click.option("--uncertainty", is_flag=True,
+              help="Add the 80% band of the baseline's and the factory's headline figures "
+                   "(JSON <name>_low/_high; 64 re-simulations per side).")
+@price_basis_options
 def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: bool,
-                report: str | None, progress: bool | None, n_requests: int | None) -> None:
+                report: str | None, progress: bool | None, n_requests: int | None,
+                uncertainty: bool, price_basis: str | None, power_basis: str | None) -> None:
     """Run the generic baseline and the factory on one deterministic trace, side by side,
     with a per-lever attribution and when speculation and expert balancing pay."""
     import sys
@@ -43,16 +49,21 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
 
     if report is not None and not report.lower().endswith(".md"):
         raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
-    cfg = _load(config, n_requests, output)
+    if report is not None:
+        check_target(report, option="--report")   # a bad folder fails before the run
+    cfg = _load(config, n_requests, output, price_basis, power_basis)
     show = sys.stderr.isatty() if progress is None else progress
     result = compare(cfg, attribution=not no_attribution,
-                     progress=(lambda msg: click.echo(msg, err=True)) if show else None)
+                     progress=(lambda msg: click.echo(msg, err=True)) if show else None,
+                     uncertainty=True if uncertainty else None)
     if report is not None:
         from ..factory.report import write_report
 
         for path in write_report(result, report):
             click.echo(f"wrote {path}", err=True)
-    _emit(result, as_json, output, format_compare(result))
+    _emit(result, as_json, output, format_compare(result) + "".join(
+        f"\n{side}:" + _band_lines(result[side]) for side in ("baseline", "factory")
+        if uncertainty))
 
 
 @click.command("simulate")
@@ -62,23 +73,55 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
 @click.option("--output", "-o", default=None, help="Also write the JSON result to this file.")
 @click.option("--requests", "n_requests", type=click.IntRange(1, MAX_REQUESTS), default=None,
               help="Override workload.n_requests; with a loaded trace, keep its first N requests.")
-def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None) -> None:
+@click.option("--uncertainty", is_flag=True,
+              help="Add the 80% band of the headline figures (tokens/s per GPU, TTFT, TPOT, "
+                   "$/M, GPUs; JSON <name>_low/_high): the scenario re-simulated on 64 draws "
+                   "of the component uncertainty, widened by the model-structure term.")
+@price_basis_options
+def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None,
+                 uncertainty: bool, price_basis: str | None, power_basis: str | None) -> None:
     """Run one scenario on its trace."""
     from ..factory.compare import format_simulate, simulate_one
 
-    cfg = _load(config, n_requests, output)
-    result = simulate_one(cfg)
-    _emit(result, as_json, output, format_simulate(result))
+    from ..factory.simulate import format_plan_check, plan_check
+
+    cfg = _load(config, n_requests, output, price_basis, power_basis)
+    result = simulate_one(cfg, uncertainty=True if uncertainty else None)
+    check = plan_check(cfg, result["scenario"])   # a config from 'plan --emit-config'
+    if check is not None:
+        result["plan_check"] = {k: v for k, v in check.items() if k != "plan"}
+    _emit(result, as_json, output, format_simulate(result)
+          + (_band_lines(result["scenario"]) if uncertainty else "")
+          + ("\n" + format_plan_check(check) if check is not None else ""))
 
 
-def _load(config: str, n_requests: int | None, output: str | None = None):
+def _band_lines(metrics: dict) -> str:
+    """The headline figures with their 80 % band, ``value [low-high]``."""
+    import math
+
+    from ..factory.bands import SIMULATE_BANDED
+    from ..output.tables import format_number as f
+
+    w = metrics.get("band_structure_ln", 0.0)
+    lines = [f"80% band ({metrics.get('band_draws')} draws of the component uncertainty, "
+             f"model-structure term x{math.exp(w):.3f} each side):"]
+    for k in SIMULATE_BANDED:
+        scale, unit = (1e3, " ms") if k.endswith("_s") else (1.0, "")
+        name = k[:-2] if k.endswith("_s") else k
+        lines.append(f"  {name:<30} {f(metrics[k] * scale)} [{f(metrics[k + '_low'] * scale)}"
+                     f"-{f(metrics[k + '_high'] * scale)}]{unit}")
+    return "\n" + "\n".join(lines)
+
+
+def _load(config: str, n_requests: int | None, output: str | None = None,
+          price_basis: str | None = None, power_basis: str | None = None):
     import dataclasses
 
-    from ..factory.config import load_config
+    from ..factory.config import load_config, with_price_basis
 
     if output:
         check_target(output)        # a bad --output fails before the simulation runs
-    cfg = load_config(config)
+    cfg = with_price_basis(load_config(config), price_basis, power_basis)
     if n_requests is None:
         return cfg
     if cfg.trace_path:   # a loaded trace: keep its first n requests

@@ -15,9 +15,9 @@ from .params import format_option
 
 #: Columns printed as a table (every column goes to csv and json).
 TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
-                 "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
+                 "instances", "decode_instances", "prefill_instances", "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
                  "overlap", "batch_size", "draft_depth", "concurrency",
-                 "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
+                 "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
                  "decode_binding_resource", "usd_per_mtok_output", "usd_per_mtok_input",
                  "usd_per_mtok_output_all_in", "gpus_for_load", "footing", "measured_share",
                  "reason")
@@ -39,8 +39,13 @@ def _gpus(ctx, param, value):
 @click.option("--hardware", "-H", "hardware", multiple=True,
               help="Hardware to plan for (repeat or comma-separate; default H800-SXM).")
 @click.option("--gpus", "-g", default="8", show_default=True, callback=_gpus, metavar="N|A..B",
-              help="GPU budget: an instance (for P/D one prefill plus one decode instance) "
-                   "uses at most N GPUs; a range A..B (or list) also sets the smallest.")
+              help="GPU budget in total: whole instances (for P/D, prefill and decode "
+                   "instances balanced on request rate) using at most N GPUs; per-GPU figures "
+                   "count every GPU used. A range A..B (or list) also sets the smallest "
+                   "instance to A GPUs.")
+@click.option("--max-instance-gpus", type=click.IntRange(min=1), default=None, metavar="M",
+              help="The most GPUs one instance (prefill or decode) may take (default: N; "
+                   "tensor parallelism stays within one node's scale-up domain).")
 @click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Prompt tokens per request.")
 @click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
@@ -81,21 +86,30 @@ def _gpus(ctx, param, value):
               default=None, help="Override the hardware file's rental price.")
 @click.option("--capex-usd-per-gpu", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Override the hardware file's purchase price.")
+@p.price_basis_options
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               help="Draw the Pareto fronts with the recommendations.")
 @click.option("--emit-config", "emit_config", default=None, metavar="FILE.toml",
-              help="Write the first recommendation as a factory config for 'simulate'.")
+              help="Write each device's recommendation as a factory config for 'simulate' "
+                   "(several devices: FILE-<device>.toml, e.g. plan-h200-sxm.toml).")
+@click.option("--uncertainty", is_flag=True,
+              help="Add the 80% band of each recommendation's tokens/s per GPU and per user, "
+                   "TTFT, TPOT and $/M (table: value [low-high]; JSON <name>_low/_high; "
+                   "--plot draws it): component uncertainty at the recommended operating "
+                   "point, widened by the model-structure term (docs/MODEL.md section 13).")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the recommendations in the chosen --format.")
 @format_option
-def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: int, osl: int,
+def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
+             max_instance_gpus: int | None, isl: int, osl: int,
              ttft: float | None, tpot: float | None, objective: str, mode: str,
              precision: tuple[str, ...],
              parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
              load: float | None, price: str | None, cost_basis: str,
+             price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
-             plot_path: str | None, emit_config: str | None, output: str | None,
-             fmt: str | None, as_json: bool) -> None:
+             plot_path: str | None, emit_config: str | None, uncertainty: bool,
+             output: str | None, fmt: str | None, as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
     Searches tensor/data/expert parallelism within the budget, aggregated vs P/D, the
@@ -108,8 +122,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         --ttft 2s --tpot 50ms --price deepseek-chat-2025-02 --plot pareto.png \\
         --emit-config plan.toml
     """
-    from ..analysis.economics import CostModel
-    from ..analysis.plan import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, config_toml, plan, plot_front
+    from ..analysis.economics import CostModel, cost_attrs, cost_header
+    from ..analysis.plan import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, plan, plot_front
     from .questions import _names, check_shapes
 
     fmt = chosen_format(fmt, as_json)
@@ -141,27 +155,32 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         check_shapes(model, hws, {}, shapes)
     if draft_model:
         fixed["draft_model"] = draft_model
-    cost = CostModel(cost_basis=cost_basis, rental_usd_per_gpu_hour=rental_usd_per_gpu_hour,
+    cost = CostModel(cost_basis=cost_basis, price_basis=price_basis,
+                     power_basis=power_basis or "gpu-tdp-pue",
+                     rental_usd_per_gpu_hour=rental_usd_per_gpu_hour,
                      capex_usd_per_gpu=capex_usd_per_gpu)
-    result = plan(model, hws, gpus=gpus[1], min_gpus=gpus[0], isl=isl, osl=osl, ttft_s=ttft,
+    result = plan(model, hws, gpus=gpus[1], max_instance_gpus=max_instance_gpus,
+                  min_gpus=gpus[0], isl=isl, osl=osl, ttft_s=ttft,
                   tpot_s=tpot, price=price, cost=cost, objective=objective,
                   load_output_tokens_per_s=load,
                   modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
                   shapes=shapes,
-                  precision=profiles,
+                  precision=profiles, uncertainty=True if uncertainty else None,
                   **{k: v for k, v in grids.items()}, **fixed)
-    config_text = config_toml(result, price=price) if emit_config is not None else None
+    configs = _configs(result, emit_config, price) if emit_config is not None else []
     recs = result.recommendations
-    head = (f"{result.request['model']}: plan within {gpus[1]} GPUs, ISL {isl} / OSL {osl}, "
+    head = (f"{result.request['model']}: plan within {gpus[1]} GPUs in total "
+            f"(instances of at most {result.request['max_instance_gpus']}), ISL {isl} / OSL {osl}, "
             f"TTFT {'<= ' + format(ttft, 'g') + ' s' if ttft else 'free'}, "
             f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}; "
-            f"best {objective} ({cost_basis} cost"
+            f"best {objective} ({cost_header(cost, hws)}"
             f"{', price ' + price if price else ''}); {len(result.candidates):,} candidates")
     if fmt in ("table", "markdown"):
         shown = recs[[c for c in TABLE_COLUMNS if c in recs]]
         if load is None:
             shown = shown.drop(columns=[c for c in ("gpus_for_load",) if c in shown])
-        text = render(_transpose(shown), fmt, header=head)
+        text = render(_transpose(shown, recs), fmt, header=head)
+        text += _band_note(recs)
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
         text += _footing_note(recs)
@@ -177,8 +196,13 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
+        basis = cost_attrs(cost, hws)
         text = json_text({"recommendations": records(recs), "front": records(result.front),
-                          "request": result.request})
+                          "request": result.request, "price_basis": basis["price_basis"],
+                          "power_basis": basis["power_basis"],
+                          "usd_per_gpu_hour": basis["usd_per_gpu_hour"],
+                          **({"emitted_configs": {hw: path for path, hw, _ in configs}}
+                             if configs else {})})
     else:
         text = render(recs, fmt)
     if output is not None:
@@ -186,15 +210,33 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int], isl: 
         write_text_atomic(output, text + "\n")
     if plot_path is not None:
         plot_front(result, plot_path)
-    if config_text is not None:
+    for path, _, config_text in configs:
         from ..output.files import write_text_atomic
-        write_text_atomic(emit_config, config_text)
+        write_text_atomic(path, config_text)
     click.echo(text)
     if fmt in ("table", "markdown"):
-        for path, what in ((plot_path, "Pareto fronts"), (emit_config, "factory config of the "
-                                                          "first recommendation")):
-            if path is not None:
-                click.echo(f"wrote {path}: {what}")
+        if plot_path is not None:
+            click.echo(f"wrote {plot_path}: Pareto fronts")
+        for path, hw, _ in configs:
+            click.echo(f"wrote {path}: factory config of the {hw} recommendation "
+                       f"(inference-factory simulate --config {path})")
+
+
+def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]:
+    """(file, hardware, text) of each device's recommendation that meets the targets: one
+    device writes FILE.toml, several FILE-<device>.toml
+    (:func:`inference_factory.analysis.plan_config.config_path`)."""
+    from ..analysis.plan import config_toml
+    from ..analysis.plan_config import config_path
+
+    recs = result.recommendations
+    good = [str(h) for h, why in zip(recs["hardware"], recs["reason"].fillna(""))
+            if not why]
+    if not good:
+        config_toml(result, price=price)      # raises: nothing meets the targets
+    several = len(result.request["hardware"]) > 1
+    return [(config_path(path, hw, several), hw, config_toml(result, hw, price=price))
+            for hw in good]
 
 
 def _footing_note(recs) -> str:
@@ -213,18 +255,50 @@ def _footing_note(recs) -> str:
                                                    recs["footing"] == "roofline-only") else "")
 
 
-def _transpose(df):
-    """One column per hardware: a recommendation reads down, whatever the terminal width."""
+def _band_note(recs) -> str:
+    """One line under the table: what the bands are, per device."""
+    if "band_structure_ln" not in recs:
+        return ""
+    parts = []
+    for _, r in recs.iterrows():
+        w = r.get("band_structure_ln")
+        if isinstance(w, float) and math.isfinite(w):
+            share = r.get("meets_slo_share")
+            parts.append(f"{r['hardware']} model-structure x{math.exp(w):.3f} each side, "
+                         f"{100 * share:.0f}% of draws meet the targets")
+    return ("\n80% band [low-high]: component uncertainty at the recommended operating point "
+            "(200 draws), widened by the model-structure term: " + "; ".join(parts)
+            if parts else "")
+
+
+def _cell(r, c):
+    """A recommendation's value, as ``value [low-high]`` text where it carries a band (TTFT
+    and TPOT in ms, as the table shows them)."""
+    from ..output.tables import format_number as f
+
+    v = r[c]
+    lo, hi = r.get(f"{c}_low"), r.get(f"{c}_high")
+    if not (isinstance(lo, float) and math.isfinite(lo) and isinstance(v, float)
+            and math.isfinite(v)):
+        return v
+    k = 1e3 if c in ("ttft_s", "tpot_s") else 1.0
+    return f"{f(v * k)} [{f(lo * k)}-{f(hi * k)}]"
+
+
+def _transpose(df, recs=None):
+    """One column per hardware: a recommendation reads down, whatever the terminal width
+    (a figure with a band as ``value [low-high]``, from ``recs``' ``_low`` / ``_high``)."""
     import pandas as pd
 
-    out = pd.DataFrame({str(r["hardware"]): [r[c] for c in df.columns[1:]]
-                        for _, r in df.iterrows()}, index=list(df.columns[1:]))
+    rows = recs if recs is not None else df
+    out = pd.DataFrame({str(r["hardware"]): [_cell(r, c) for c in df.columns[1:]]
+                        for _, r in rows.iterrows()}, index=list(df.columns[1:]))
     out.insert(0, "", [_label(c) for c in df.columns[1:]])
     scaled = out.copy()
     for i, c in enumerate(df.columns[1:]):
         for col in out.columns[1:]:
             v = out.iloc[i][col]
-            if c.endswith(("_s",)) and isinstance(v, float) and math.isfinite(v):
+            if c in ("ttft_s", "tpot_s") and isinstance(v, float) and math.isfinite(v):
                 scaled.iloc[i, list(out.columns).index(col)] = v * 1e3
     return scaled.reset_index(drop=True)
 

@@ -21,10 +21,12 @@ from ..engine import evaluate
 from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
+from ..kernels import moe as kmoe
 from ..kernels import serving as kserv
 # the serving formulas live in kernels/serving.py; these names stay importable from here
 from ..kernels.serving import prefill_busy_share, prompt_queue_wait_s, static_fill_time_s
 from ..specs import load_hardware, load_model
+from ..specs.prices import allin_kw_per_gpu
 from ..units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 from .config import FactoryConfig
 from .kvcache import simulate_prefix_cache
@@ -64,11 +66,14 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> tuple[f
 
 
 def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None = None,
-             cache_memo: dict | None = None, cache_result=None) -> SideResult:
+             cache_memo: dict | None = None, cache_result=None, realism=None) -> SideResult:
     """Serve ``trace`` (default: the config's synthetic or loaded trace) with ``cfg``.
 
     ``cache_result`` reuses the prefix-cache simulation of another side on the same trace
-    (the attribution holds cache capacity fixed while it switches a non-cache lever)."""
+    (the attribution holds cache capacity fixed while it switches a non-cache lever).
+    ``realism`` replaces the engine's realism constants in every engine call (the bands of
+    :func:`inference_factory.factory.bands.simulate_bands` pass a perturbed one)."""
+    rl_kw = {} if realism is None else {"realism": realism}
     m = load_model(cfg.model)
     lv = cfg.levers
     if trace is None:
@@ -84,8 +89,12 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     redundant_d, redundant_p = (lv.redundant_experts if (lv.expert_balancing and m.is_moe
                                                           and pool.ep > 1) else 0
                                 for pool in (dpool, ppool))
-    pop = expert_popularity(m, trace, cfg.workload.seed)
     n_cls = len(trace.class_names)
+    # one class: its Zipf popularity in the engine's own placement order (the one
+    # realism.toml's default skew is fitted in), as evaluate and plan use it; several: each
+    # class's hot set on its own seeded permutation, mixed
+    pop = (kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=float(trace.expert_skew[0]))
+           if m.is_moe and n_cls == 1 else expert_popularity(m, trace, cfg.workload.seed))
 
     inp = trace.input_tokens.astype(float)
     out = trace.output_tokens.astype(float)
@@ -93,7 +102,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     kv_len = float(kserv.token_weighted_decode_context_tokens(input_tokens=inp, output_tokens=out))
 
     # ---- decode grid (operating point chosen below, once the arrival rate is known)
-    kw_d = dict(overlap=overlap, redundant_experts=redundant_d)
+    kw_d = dict(overlap=overlap, redundant_experts=redundant_d, **rl_kw)
     dgrid = decode_grid(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop)
     rate_mean = arrival_rate_per_s(cfg, trace)
 
@@ -111,7 +120,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         ds = evaluate(m, ppool.hardware, tp=ppool.tp, dp=ppool.dp, ep=ppool.ep, **prec_p,
                       overlap=overlap, redundant_experts=redundant_p, prompt_len=p_bar,
                       prefill_batch_size=list(np.unique(b)), cache_hit_rate=min(hit, 0.999),
-                      expert_popularity=pop)
+                      expert_popularity=pop, **rl_kw)
         t = np.atleast_1d(ds.prefill_step_s.values)
         r = np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)
         wait = prompt_queue_wait_s(utilization=rho, tokens_per_s=r * ppool.unit_gpus,
@@ -302,6 +311,11 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         if capex > 0 else math.nan
     out_per_s = rate_mean * out.mean()
     facility_w = float(power_w.mean()) * ec.pue
+    if ec.power_basis == "all-in-provisioned":   # InferenceX's provisioned kW per GPU
+        kw = allin_kw_per_gpu(hw_d)
+        facility_w = gpus_avg * float(kecon.facility_power_w_per_gpu(
+            power_basis=ec.power_basis, gpu_power_w=0.0, pue=ec.pue,
+            allin_kw_per_gpu=math.nan if kw is None else kw))
     gpu_s = float(gs_prefill.sum() + gs_decode.sum())
     concurrency = kserv.concurrency(arrival_rate_per_s=rate_mean,
                                     mean_time_in_system_s=float((out * tpot).mean()))
@@ -357,6 +371,10 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
             f"and {hw_d.name} lists none in its [price])"),
         "output_tokens_per_s_per_mw": float(kecon.tokens_per_s_per_mw(
             tokens_per_s=out_per_s, facility_power_w=facility_w)),
+        "price_basis": ec.price_basis_label,
+        "power_basis": ec.power_basis if math.isfinite(facility_w) else (
+            f"{ec.power_basis} ({hw_d.name} is not in it: tokens per MW n/a)"),
+        "usd_per_gpu_hour": {hw_d.name: float(hw_cost / max(gpu_hours_day, 1e-12))},
         "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant_d},
     }
     return SideResult(name=name or cfg.name, metrics=metrics,
@@ -365,6 +383,147 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                       context=dict(model=m, pool=dpool, precisions=prec_d, overlap=overlap,
                                    redundant_experts=lv.redundant_experts if m.is_moe else 0,
                                    popularity=pop, kv_len=kv_len, decode_point=dp_))
+
+
+# --------------------------------------------------------------------------------------------
+# a config written by 'plan --emit-config': simulate's figures against the plan's
+# --------------------------------------------------------------------------------------------
+
+#: Relative difference within which simulate "reproduces" a plan figure (issue 23: 10 %).
+PLAN_AGREEMENT_REL = 0.10
+
+
+def plan_figures(path) -> dict[str, Any]:
+    """The plan's own figures in a config written by ``plan --emit-config`` (its ``#plan KEY
+    = VALUE`` comment lines, :data:`inference_factory.analysis.plan_config.PLAN_FIGURES`);
+    empty for any other config."""
+    import tomllib
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, TypeError):
+        return {}
+    body = "\n".join(line[len("#plan "):] for line in text.splitlines()
+                     if line.startswith("#plan "))
+    try:
+        return tomllib.loads(body) if body else {}
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def plan_check(cfg: FactoryConfig, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """Simulate's figures against the plan that wrote ``cfg`` (None for another config).
+
+    Compares, like with like: output tokens/s per GPU over every GPU of the fleet (the plan's
+    at full load times simulate's busy share, arrivals x osl / GPUs), TTFT and TPOT (p50) and
+    all-in $/M output (the plan's restated at simulate's utilisation: the plan charges its
+    GPU-hours ``utilization`` busy, simulate sizes its fleet for ``target_utilization``).
+    Each figure ``agrees`` within :data:`PLAN_AGREEMENT_REL`. ``lines``: one per choice of
+    simulate's own that differs from the plan's, and why."""
+    plan = plan_figures(cfg.path)
+    if not plan:
+        return None
+    s = metrics
+    u_sim, u_plan = float(cfg.target_utilization), float(plan.get("utilization", 1.0))
+    gpus = float(s["gpus_avg"])
+    sim_per_gpu = s["output_tokens_per_day"] / SECONDS_PER_DAY / gpus if gpus else math.nan
+    busy = s["arrival_rate_per_s"] / max(plan["request_rate_per_s"], 1e-300)  # of the plan's
+    plan_at = plan["output_tokens_per_s_per_gpu"] * min(busy, 1.0)
+    usd_plan_at = plan["usd_per_mtok_output_all_in"] * u_plan / max(min(busy, 1.0), 1e-300)
+    figs = {
+        "output_tokens_per_s_per_gpu": (plan_at, sim_per_gpu),
+        "ttft_s": (plan["ttft_s"], s["ttft_p50_s"]),
+        "tpot_s": (plan["tpot_s"], s["tpot_p50_s"]),
+        "usd_per_mtok_output_all_in": (usd_plan_at, s["usd_per_mtok_output"]),
+    }
+    out = {k: {"plan": a, "simulate": b, "rel_diff": _rel(b, a),
+               "agrees": bool(_rel(b, a) <= PLAN_AGREEMENT_REL)} for k, (a, b) in figs.items()}
+    lines = []
+    if abs(min(busy, 1.0) - u_plan) > 1e-3:     # always, unless the plan priced that share
+        lines.append(
+            f"utilisation: simulate serves {s['arrival_rate_per_s']:,.2f} requests/s = "
+            f"{100 * busy:.0f} % of the plan's sustained {plan['request_rate_per_s']:,.2f} "
+            f"(fleet.target_utilization {u_sim:g}); the plan's per-GPU throughput and $/M "
+            f"are at {100 * u_plan:.0f} % busy, so they are compared at {100 * min(busy, 1):.0f} %")
+    d_inst = s["decode_gpus_avg"] / max(plan["decode_gpus"], 1)
+    p_inst = s["prefill_gpus_avg"] / max(plan["prefill_gpus"], 1) if plan["prefill_gpus"] else 0
+    if plan["mode"] == "disaggregated" and (
+            round(d_inst) != plan["decode_instances"] or round(p_inst) != plan["prefill_instances"]):
+        lines.append(
+            f"fleet: simulate provisions {p_inst:g} prefill + {d_inst:g} decode instances "
+            f"({gpus:g} GPUs) for its arrivals at {u_sim:g} target utilisation (its own "
+            f"prefill {s['prefill_computed_tokens_per_s_per_gpu']:,.0f} and decode "
+            f"{s['decode_tokens_per_s_per_gpu']:,.0f} tokens/s/GPU); the plan packed "
+            f"{plan['prefill_instances']} + {plan['decode_instances']} ({plan['gpus']} GPUs)")
+    elif plan["mode"] == "aggregated" and round(d_inst) != plan["decode_instances"]:
+        lines.append(
+            f"fleet: simulate provisions {d_inst:g} instances ({gpus:g} GPUs) for its arrivals "
+            f"at {u_sim:g} target utilisation; the plan packed {plan['decode_instances']} "
+            f"({plan['gpus']} GPUs)")
+    b_sim = float(s["decode_batch_per_gpu"])
+    occ = float(s["decode_occupancy"])       # time-average share of the operating batch
+    fill = min(occ / u_sim, 1.0)             # while busy (kernels.serving occupancy rule)
+    if _rel(b_sim, plan["batch_per_gpu"]) > 0.02 or fill < 0.95:
+        lines.append(
+            f"decode batch: simulate runs {b_sim * fill:.0f} per GPU (operating batch "
+            f"{b_sim:g}, arrivals fill {100 * fill:.0f} % of it while busy), plan assumed "
+            f"{plan['batch_per_gpu']:g}")
+    depth = sorted(set(s["draft_depth_by_class"].values()))
+    if depth != [int(plan["draft_depth"])]:
+        lines.append(
+            f"draft depth: simulate chose {', '.join(map(str, depth))} (most decode tokens/s "
+            f"meeting TPOT over its own grid up to max_draft_depth), plan "
+            f"{int(plan['draft_depth'])}")
+    if _rel(s["decode_tokens_per_s_per_gpu"], plan["decode_tokens_per_s_per_gpu"]) > 0.02:
+        lines.append(
+            f"decode rate: simulate {s['decode_tokens_per_s_per_gpu']:,.0f} tokens/s/GPU at "
+            f"its operating point (binds on {s['decode_binding_resource']}, expert efficiency "
+            f"{100 * s['expert_efficiency']:.0f} %, colocated interference "
+            f"{s['colocated_interference']:.2f}), plan {plan['decode_tokens_per_s_per_gpu']:,.0f} "
+            f"(binds on {plan['decode_binding_resource']})")
+    elif s["decode_binding_resource"] != plan["decode_binding_resource"]:
+        lines.append(f"decode binding: simulate {s['decode_binding_resource']} at occupancy "
+                     f"{100 * occ:.0f} %, plan {plan['decode_binding_resource']} at its batch")
+    p_sim = float(s["prefill_computed_tokens_per_s_per_gpu"])
+    if plan["mode"] == "disaggregated" and _rel(p_sim, plan["prefill_tokens_per_s_per_gpu"]) > 0.02:
+        lines.append(
+            f"prefill rate: simulate {p_sim:,.0f} input tokens/s/GPU (the largest chunk whose "
+            f"p99 TTFT with the queue at {100 * u_sim:.0f} % busy meets the SLO), plan "
+            f"{plan['prefill_tokens_per_s_per_gpu']:,.0f} (the best batch whose one pass does)")
+    if not out["ttft_s"]["agrees"]:
+        lines.append(
+            f"TTFT: simulate's p50 {s['ttft_p50_s']:.2f} s adds the prompt queue at "
+            f"{100 * u_sim:.0f} % busy and the wait for the next prefill pass; the plan's "
+            f"{plan['ttft_s']:.2f} s is " + ("one prefill pass" if plan["mode"] ==
+                                               "disaggregated" else "bench's closed loop"))
+    if plan["mode"] == "aggregated" and not out["tpot_s"]["agrees"]:
+        lines.append(
+            f"TPOT: simulate stretches the decode step by its colocated interference "
+            f"{s['colocated_interference']:.2f} (prefill share of busy time); the plan's "
+            f"{1e3 * plan['tpot_s']:.1f} ms is bench's closed loop (prefill stalls at its "
+            "concurrency)")
+    return {"figures": out, "lines": lines, "plan": plan}
+
+
+def format_plan_check(check: dict[str, Any]) -> str:
+    """The comparison as text: one line per figure, then the differing choices."""
+    units = {"output_tokens_per_s_per_gpu": ("output tokens/s per GPU", 1.0, ",.0f"),
+             "ttft_s": ("TTFT (s)", 1.0, ".3f"), "tpot_s": ("TPOT (ms)", 1e3, ".1f"),
+             "usd_per_mtok_output_all_in": ("$ per M output tokens, all-in", 1.0, ".3f")}
+    rows = [f"against the plan that wrote this config (agree: within "
+            f"{100 * PLAN_AGREEMENT_REL:.0f} %):"]
+    for k, f in check["figures"].items():
+        name, scale, fmt = units[k]
+        rows.append(f"  {name:32} plan {format(f['plan'] * scale, fmt):>10}  simulate "
+                    f"{format(f['simulate'] * scale, fmt):>10}  "
+                    f"{'agrees' if f['agrees'] else 'differs'} ({100 * f['rel_diff']:.1f} %)")
+    rows += [f"  differs: {line}" for line in check["lines"]]
+    return "\n".join(rows)
 
 
 def side_config(cfg: FactoryConfig, which: str) -> FactoryConfig:
@@ -378,4 +537,5 @@ def side_config(cfg: FactoryConfig, which: str) -> FactoryConfig:
 __all__ = ["SideResult", "simulate", "expert_popularity", "static_batch_efficiency",
            "lever_precisions", "DecodeGrid", "DecodePoint", "decode_grid", "decode_point",
            "prompt_queue_wait_s", "prefill_busy_share", "static_fill_time_s",
-           "static_batch_index", "arrival_rate_per_s", "config_trace"]
+           "static_batch_index", "arrival_rate_per_s", "config_trace", "plan_check",
+           "plan_figures", "format_plan_check"]
