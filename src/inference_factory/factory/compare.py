@@ -126,11 +126,15 @@ def _path_runs(cfg: FactoryConfig, base_cfg: FactoryConfig):
 
 
 def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None = None,
-            lever_studies: bool = True, progress: Callable[[str], None] | None = None) -> dict:
+            lever_studies: bool = True, progress: Callable[[str], None] | None = None,
+            uncertainty=None) -> dict:
     """Run baseline and factory on the same trace; optionally switch each lever off the
     factory and toggle it on the baseline, one at a time (see :func:`_attribution_runs`), and
     study when speculation and expert balancing pay (:mod:`.levers`). ``progress`` receives
-    one line per simulated side."""
+    one line per simulated side. ``uncertainty`` (True or "components") adds the 80 % band
+    of the baseline's and the factory's headline figures
+    (:func:`inference_factory.factory.bands.simulate_bands`; the same draws on both
+    sides, so their ratio is tighter than either band)."""
     say = progress or (lambda _msg: None)
     base_cfg = side_config(cfg, "baseline")
     trace = trace if trace is not None else _trace_for(cfg)
@@ -144,6 +148,13 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
     fact = simulate(cfg, trace, name="factory", cache_memo=memo)
     for side in (base, fact):
         side.metrics["gpu_seconds_vs_baseline"] = side.metrics["gpu_seconds"] / base.metrics["gpu_seconds"]
+    if uncertainty is not None and uncertainty is not False:
+        from .bands import simulate_bands
+        say("bands: baseline and factory on the component draws")
+        base.metrics = simulate_bands(base_cfg, base.metrics, uncertainty, trace=trace,
+                                      cache_memo=memo)
+        fact.metrics = simulate_bands(cfg, fact.metrics, uncertainty, trace=trace,
+                                      cache_memo=memo)
     out: dict[str, Any] = {
         "config": cfg.path, "model": cfg.model, "price": cfg.price.id,
         "trace": trace_summary(trace),
@@ -176,10 +187,18 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
     return out
 
 
-def simulate_one(cfg: FactoryConfig) -> dict:
-    side = simulate(cfg, _trace_for(cfg), name=cfg.name)
+def simulate_one(cfg: FactoryConfig, *, uncertainty=None) -> dict:
+    """One scenario on its trace; ``uncertainty`` (True or "components") adds the 80 % band
+    of its headline figures (:func:`inference_factory.factory.bands.simulate_bands`)."""
+    trace = _trace_for(cfg)
+    memo: dict = {}
+    side = simulate(cfg, trace, name=cfg.name, cache_memo=memo)
+    metrics = side.metrics
+    if uncertainty is not None and uncertainty is not False:
+        from .bands import simulate_bands
+        metrics = simulate_bands(cfg, metrics, uncertainty, trace=trace, cache_memo=memo)
     return {"config": cfg.path, "model": cfg.model, "price": cfg.price.id,
-            "scenario": side.metrics}
+            "scenario": metrics}
 
 
 def to_json(result: dict) -> str:
