@@ -93,7 +93,11 @@ def test_configs_show_gives_a_file_that_works_elsewhere(tmp_path, name):
     for key in ("extends", "baseline"):
         if key in raw:
             assert Path(raw[key]).is_absolute() and Path(raw[key]).is_file()
-    mine, bundled = load_config(tmp_path / "copy.toml"), load_config(REPO / "configs" / f"{name}.toml")
+    from inference_factory.specs import bundled_dir
+
+    # the bundled copy: the repository's configs/ in a checkout, the wheel's in an install
+    mine, bundled = (load_config(tmp_path / "copy.toml"),
+                     load_config(bundled_dir("configs") / f"{name}.toml"))
     assert (mine.name, mine.model, mine.decode, mine.levers, mine.tpot_slo_s) == \
         (bundled.name, bundled.model, bundled.decode, bundled.levers, bundled.tpot_slo_s)
     if bundled.baseline_path:      # (baseline.toml inherits itself as baseline: none)
@@ -104,8 +108,10 @@ def test_bundled_config_by_name_from_another_folder(tmp_path, monkeypatch):
     """Notebook 03 looked for configs/ beside the working folder (StopIteration elsewhere)."""
     from inference_factory.factory.config import load_config
 
+    from inference_factory.specs import bundled_dir
+
     monkeypatch.chdir(tmp_path)
-    assert load_config("factory.toml").path == str(REPO / "configs" / "factory.toml")
+    assert load_config("factory.toml").path == str(bundled_dir("configs") / "factory.toml")
     assert load_config("deepseek-day").name == "deepseek-day"
     (tmp_path / "factory.toml").write_text('extends = "missing.toml"\n')   # a local file wins
     with pytest.raises(Exception, match="missing.toml"):
