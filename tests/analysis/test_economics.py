@@ -195,8 +195,10 @@ def test_missing_prices_and_bad_inputs_name_the_problem(h800, h200):
     with pytest.raises(inf.SpecError, match=r"price = 'nope' is not a price id; available: \[.*"
                                             r"'deepseek-chat-2025-02'"):
         add_economics(h800, price="nope")
-    with pytest.raises(inf.SpecError, match=r"input_tokens_per_output_token = -1 must be >= 0"):
-        add_economics(h800, input_tokens_per_output_token=-1)
+    for bad in (-1, float("nan"), float("inf"), "2"):
+        with pytest.raises(inf.SpecError, match=r"input_tokens_per_output_token = .* must be a "
+                                                r"finite number >= 0"):
+            add_economics(h800, input_tokens_per_output_token=bad)
     with pytest.raises(inf.SpecError, match=r"cost_basis = 'lease' is not one of"):
         add_economics(h200, cost=CostModel(cost_basis="lease"))
     # without a price only cost variables are added

@@ -9,6 +9,7 @@ cache-hit rate, hardware...). Prices are dated data (``configs/prices.toml``, ha
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -233,9 +234,10 @@ def add_economics(ds: xr.Dataset, *, price=None, cost: CostModel | None = None,
         ``gross_margin_frac`` (blended), ``cost_profit_margin_frac`` and ``payback_months``.
     """
     cost = cost or CostModel()
-    if input_tokens_per_output_token < 0:
-        raise SpecError(f"input_tokens_per_output_token = {input_tokens_per_output_token} "
-                        "must be >= 0")
+    r = input_tokens_per_output_token
+    if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(r) or r < 0:
+        raise SpecError(f"input_tokens_per_output_token = {r!r} must be a finite number >= 0")
     pr = resolve_price(price)
     prices = None if pr is None else {
         "input_cache_hit_usd_per_mtok": pr.input_cache_hit_usd_per_mtok,
