@@ -10,6 +10,9 @@ the schema of ``calibration/extract_aiconfigurator.py``:
 
     hardware/measured/MI300X/{gemm,moe}.csv     (gfx942, 304 CUs)
     hardware/measured/MI355X/{gemm,moe}.csv     (gfx950, 256 CUs)
+    hardware/measured/MI355X/mla_decode.csv     (AITER's measured MLA decode runs, reported in
+                                                 aiter/ops/triton/gluon/README.md: AITER has no
+                                                 tuned attention or collective table)
     hardware/measured/MANIFEST-aiter.csv, hardware/measured/LICENSE-aiter.txt
 
     git clone https://github.com/ROCm/aiter aiter-src       # or any clone; --rev picks the commit
@@ -261,6 +264,142 @@ def read_moe(version: str, path: str, text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
 
 
+# ---- MLA decode: AMD's own measured latencies in the Gluon kernel README -----------------------
+
+#: AITER reports measured MLA decode (absorbed, DeepSeek dimensions) latencies on gfx950 only in
+#: this README (no tuned table exists for attention): per shape, as TFLOPS, TB/s with a
+#: wall-clock time, or microseconds directly; every one from ``op_tests/test_mla.py`` runs
+MLA_README = "aiter/ops/triton/gluon/README.md"
+#: the README's device: "MI350" (gfx950, 256 CUs: AITER GFX_CU_NUM_MAP 'gfx950': 256 "MI350").
+#: Written for MI355X, the same silicon (ASSUMPTION: if the runs were on an MI350X, whose peak
+#: engine clock is lower, its compute-limited rows bias MI355X slow; memory-bound rows agree)
+MLA_README_DEVICE = "MI355X"
+#: op_tests/test_mla.py defaults, the dimensions of every README run (kv_lora_rank 512,
+#: qk_rope_head_dim 64: qk_head_dim 576, v_head_dim 512; decode_qlen 1; block_size 1;
+#: fixed lengths, no --varlen); its TFLOPS is flops / us with
+#: flops = decode_qlen * total_kv * nhead * (qk_head_dim + v_head_dim) * 2 (test_mla.py)
+MLA_QK_DIM, MLA_V_DIM = 576, 512
+MLA_DECODE_COLS = ["num_heads", "batch_size", "kv_len", "kv_dtype", "latency_us", "backend",
+                   "version", "kernel_source"]
+MLA_DECODE_KEY = ["num_heads", "batch_size", "kv_len", "kv_dtype"]
+
+
+#: By default the README's MLA decode points are written as reference data the engine does
+#: NOT read (``mla_decode_points.csv``): 12 points, and the only 16-head rows (DeepSeek-V3's
+#: heads per GPU at TP8) are at batch 1-4. The engine costs a 16-head op from the 16-head
+#: group alone (nearest num_heads), so batch 64 at kv_len 2048 would take batch 4's
+#: efficiency (ln ratio 1.91 after the monotone envelope): 130 us per layer, and 16 heads at
+#: batch 64, kv_len 16384 would cost 776 us where AITER measured 322 us for 64 heads at the
+#: same batch and context (more heads, same KV: never faster). ``--mla-decode-table`` writes
+#: them as ``mla_decode.csv`` all the same.
+MLA_POINTS = "mla_decode_points"
+MLA_POINTS_NOTE = ("; written as mla_decode_points.csv, NOT read by the engine (too sparse for "
+                   "its nearest-num_heads rule: see MLA_POINTS in calibration/extract_aiter.py)")
+
+
+def _mla_flop(batch, ctx, heads):
+    """test_mla.py's decode FLOP count (decode_qlen = 1, total_kv = batch x ctx)."""
+    return batch * ctx * heads * (MLA_QK_DIM + MLA_V_DIM) * 2
+
+
+def _ctx(text: str) -> int:
+    """'16384', '10K', '100K', '10M' -> tokens."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KM]?)", text.strip())
+    if not m:
+        raise ValueError(f"{MLA_README}: context '{text}' not understood")
+    return round(float(m.group(1)) * {"": 1, "K": 1000, "M": 1_000_000}[m.group(2)])
+
+
+def _table_after(lines: list[str], start: int) -> list[list[str]]:
+    """The rows (cells) of the first markdown table after line ``start``, header first."""
+    i = start
+    while i < len(lines) and not lines[i].lstrip().startswith("|"):
+        i += 1
+    rows = []
+    while i < len(lines) and lines[i].lstrip().startswith("|"):
+        cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+        if not all(set(c) <= set("-: ") for c in cells):
+            rows.append(cells)
+        i += 1
+    return rows
+
+
+def _kv_dtype(heading: str) -> str:
+    m = re.search(r"bf16 Q \+ (bf16|fp8) KV", heading)
+    if not m:
+        raise ValueError(f"{MLA_README}: no KV dtype in '{heading}'")
+    return m.group(1)
+
+
+def read_mla_readme(version: str, text: str) -> pd.DataFrame:
+    """MLA decode latencies (us) per shape from the README's three kinds of perf blocks.
+
+    ``**`bh64` perf** (MI350, ctx=N, ...)`` tables of ASM / Gluon TFLOPS: latency =
+    test_mla.py flops / TFLOPS; ``**`bh16...` perf** (MI350, ctx=N, ...)`` tables of TB/s,
+    each followed by a sentence with the measured 'wall-clock X us' (and 'vs ASM Y us'):
+    those times as written; ``**`return_lse` perf**`` table: its ``us`` column as written.
+    A block whose format changed raises (numbers are never guessed)."""
+    lines = text.splitlines()
+    rows = []
+    heads_re = re.compile(r"^\*\*`(\w+)` perf\*\* \((MI\d+)(?:, ctx=([\dKM.]+))?, (.*)\)")
+    for i, line in enumerate(lines):
+        m = heads_re.match(line.strip())
+        if not m:
+            continue
+        regime, device, ctx, rest = m.groups()
+        if not device.startswith("MI35"):
+            raise ValueError(f"{MLA_README}: perf block for {device}, not gfx950")
+        kv = _kv_dtype(rest)
+        tab = _table_after(lines, i + 1)
+        head, body = tab[0], tab[1:]
+        col = {h: j for j, h in enumerate(head)}
+        if regime == "return_lse":
+            for r in body:
+                rows.append((int(r[col["batch"]]), _ctx(r[col["ctx_lens"]]), kv,
+                             float(r[col["us"]]), f"gluon mla_gluon {regime} (full decode + lse)"))
+        elif "ASM TFLOPS" in col:
+            c = _ctx(ctx)
+            for r in body:
+                b, h = int(r[col["batch"]]), int(r[col["nhead"]])
+                for k, name in (("ASM TFLOPS", "asm mla_decode_fwd"), ("Gluon TFLOPS",
+                                                                        f"gluon mla_gluon {regime}")):
+                    v = r[col[k]]
+                    if re.fullmatch(r"\d+(\.\d+)?", v):
+                        rows.append((b, c, kv, _mla_flop(b, c, h) / (float(v) * 1e12) * 1e6,
+                                     name, h))
+            continue
+        elif "Gluon TB/s" in col:
+            c = _ctx(ctx)
+            # the sentence after the table gives the measured wall-clock times
+            j = i + 1
+            while j < len(lines) and "wall-clock" not in lines[j]:
+                j += 1
+            sent = lines[j].replace("&mu;", "u").replace("µ", "u")
+            gl = re.search(r"wall-clock (\d+(?:\.\d+)?) us", sent)
+            asm = re.search(r"vs ASM (\d+(?:\.\d+)?) us", sent)
+            if gl is None or len(body) != 1:
+                raise ValueError(f"{MLA_README}: '{regime}' block has no single wall-clock time")
+            b, h = int(body[0][col["batch"]]), int(body[0][col["nhead"]])
+            rows.append((b, c, kv, float(gl.group(1)), f"gluon mla_gluon {regime}", h))
+            if asm:
+                rows.append((b, c, kv, float(asm.group(1)), "asm mla_decode_fwd", h))
+            continue
+        else:
+            raise ValueError(f"{MLA_README}: perf block '{regime}' has an unknown table")
+        # return_lse rows: nhead from the command line of the block (-n 16,1)
+        cmd = next((x for x in lines[i:i + 8] if "test_mla.py" in x), "")
+        n = re.search(r"-n (\d+),1", cmd)
+        if n is None:
+            raise ValueError(f"{MLA_README}: '{regime}' block has no -n HEADS,1 command")
+        rows[-len(body):] = [r + (int(n.group(1)),) for r in rows[-len(body):]]
+    if not rows:
+        raise ValueError(f"{MLA_README}: no MLA decode perf blocks found")
+    df = pd.DataFrame(rows, columns=["batch_size", "kv_len", "kv_dtype", "latency_us",
+                                     "kernel_source", "num_heads"])
+    return df.assign(device=MLA_README_DEVICE, backend="aiter", version=version,
+                     source=MLA_README)[["device"] + MLA_DECODE_COLS + ["source"]]
+
+
 # ---- reduction ---------------------------------------------------------------------------------
 
 def fastest(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
@@ -311,12 +450,16 @@ def header(device, family, sources, commit, wheel_version, selection, key, note)
              f"({'gfx942, 304 CUs' if device == 'MI300X' else 'gfx950, 256 CUs'})"),
              f"Source: github ROCm/aiter commit {commit}"
              + (f" and the amd-aiter {wheel_version} wheel" if wheel_version else "")
-             + "; tuned tables read (version, path, rows kept):"]
+             + ("; files read" if family == "mla_decode" else "; tuned tables read")
+             + " (version, path, rows kept):"]
     lines += [f"  {v} {p} ({n})" for (v, p), n in sorted(sources.items())]
     lines += [f"Licence: {LICENCE_LINE} (see ../LICENSE-aiter.txt)",
-              ("Units: latency_us = microseconds (AITER `us`: mean device time per call of the "
-              "tuned kernel, torch profiler over rotating input copies, aiter/test_common.py "
-              "perftest), written %.4g"),
+              ("Units: latency_us = microseconds (" + (
+                  "op_tests/test_mla.py run_perftest: mean device time per call, "
+                  "aiter/test_common.py, as reported in the README" if family == "mla_decode"
+                  else "AITER `us`: mean device time per call of the tuned kernel, torch "
+                  "profiler over rotating input copies, aiter/test_common.py perftest")
+               + "), written %.4g"),
               f"Selection: {selection}",
               (f"Key: {key} (unique); provenance columns: backend=aiter, version=<commit[:10]> "
               "or <wheel version>, kernel_source=<kernelName>"),
@@ -324,7 +467,7 @@ def header(device, family, sources, commit, wheel_version, selection, key, note)
     return [x for x in lines if x]
 
 
-def extract(repo, rev, wheel, out, profile, proxy=False):
+def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
     commit, tables = repo_tables(repo, rev)
     wheel_version = None
     if wheel:
@@ -339,6 +482,7 @@ def extract(repo, rev, wheel, out, profile, proxy=False):
             moe.append(read_moe(version, path, text))
     gemm = pd.concat(gemm, ignore_index=True)
     moe = pd.concat(moe, ignore_index=True)
+    mla = read_mla_readme(commit[:10], _git(repo, "show", f"{commit}:{MLA_README}"))
     manifest = []
     for device in sorted(set(DEVICES.values())):
         folder = os.path.join(out, device)
@@ -355,6 +499,10 @@ def extract(repo, rev, wheel, out, profile, proxy=False):
         g = g.sort_values(GEMM_KEY, kind="mergesort").reset_index(drop=True)
         m = fastest(moe[moe["device"] == device], ["device"] + MOE_KEY)
         m = m.sort_values(MOE_KEY, kind="mergesort").reset_index(drop=True)
+        a = mla[mla["device"] == device]
+        a_all = len(a)
+        a = fastest(a, ["device"] + MLA_DECODE_KEY)
+        a = a.sort_values(MLA_DECODE_KEY, kind="mergesort").reset_index(drop=True)
         for fam, df, cols, key, sel, note in (
             ("gemm", g, GEMM_COLS, ",".join(GEMM_KEY),
              ("tables *tuned_gemm*.csv except batched; dtype from the table: bf16 (bf16_*, "
@@ -385,13 +533,31 @@ def extract(repo, rev, wheel, out, profile, proxy=False):
              "AITER's fused shared expert and are kept as measured; fastest row per key"),
              (f"Note: {len(m) // max(len(MOE_TP) + len(MOE_EP) - 1, 1)} measured shapes x "
              f"{len(MOE_TP) + len(MOE_EP) - 1} partitions")),
+            ("mla_decode", a, MLA_DECODE_COLS, ",".join(MLA_DECODE_KEY),
+             (f"{MLA_README} (no tuned attention table exists): its measured MLA decode runs "
+             "of op_tests/test_mla.py on 'MI350' (gfx950, 256 CUs; written for MI355X, the "
+             "same silicon: ASSUMPTION, if run on an MI350X its lower clock biases the "
+             "compute-limited rows slow), DeepSeek dimensions (kv_lora_rank 512, rope 64), "
+             "1 query token, page size 1, every sequence kv_len long, BF16 Q; num_heads = "
+             "heads per GPU (nhead of '-n nhead,1'); latency_us = the reported us where "
+             "given (return_lse table; 'wall-clock X us' of the bh16 blocks), else test_mla"
+             ".py flops / reported TFLOPS with flops = batch x kv_len x heads x (576 + 512) "
+             "x 2 (bh64 table); kernel_source = 'asm mla_decode_fwd' (aiter.mla, the ASM "
+             "kernel) or 'gluon mla_gluon <regime>' (the Gluon kernel); the FASTEST row per "
+             "key (as the NVIDIA tables): Gluon everywhere it was measured, 1.13-1.30x faster "
+             "than ASM at the bh64 shapes and 7.7x at batch 1, 10M tokens; ASSUMPTION: a "
+             "serving engine that runs the ASM kernel is slower by those factors"),
+             (f"Note: {a_all} README measurements -> {len(a)} rows (fastest per key); the README "
+              "rounds TFLOPS to 0.1 and us to 0.01")),
         ):
             if not len(df):
                 continue
             sources = df.groupby(["version", "source"]).size().to_dict()
-            write_table(os.path.join(folder, f"{fam}.csv"), df, cols,
-                        header(device, fam, sources, commit, wheel_version, sel, key, note))
-            manifest.append((device, fam, len(df), "aiter",
+            fname = fam if fam != "mla_decode" or mla_table else MLA_POINTS
+            write_table(os.path.join(folder, f"{fname}.csv"), df, cols,
+                        header(device, fam, sources, commit, wheel_version, sel, key,
+                               note if fname == fam else note + MLA_POINTS_NOTE))
+            manifest.append((device, fname, len(df), "aiter",
                              ";".join(sorted(df["version"].unique())),
                              ";".join(sorted(df["source"].unique()))))
     with open(os.path.join(out, "MANIFEST-aiter.csv"), "w", newline="") as f:
@@ -414,18 +580,20 @@ def extract(repo, rev, wheel, out, profile, proxy=False):
 def check(out):
     """Re-read the written tables: unique keys, finite positive latencies, provenance."""
     for device in sorted(set(DEVICES.values())):
-        for fam, key in (("gemm", GEMM_KEY), ("moe", MOE_KEY)):
+        for fam, key in (("gemm", GEMM_KEY), ("moe", MOE_KEY),
+                         ("mla_decode", MLA_DECODE_KEY), (MLA_POINTS, MLA_DECODE_KEY)):
             p = os.path.join(out, device, f"{fam}.csv")
             if not os.path.exists(p):
                 continue
             df = pd.read_csv(p, comment="#")
             assert not df.duplicated(key).any(), (p, "duplicate keys")
+            dt = "kv_dtype" if fam.startswith("mla_decode") else "dtype"
             v = df["latency_us"].to_numpy(dtype=float)
             assert np.isfinite(v).all() and (v > 0).all(), (p, "latency")
             for c in ("backend", "version", "kernel_source"):
                 assert df[c].notna().all(), (p, c)
             print(f"{device} {fam}: {len(df)} rows, dtypes "
-                  f"{','.join(sorted(df['dtype'].unique()))}, latency {v.min():.3g}-"
+                  f"{','.join(sorted(df[dt].unique()))}, latency {v.min():.3g}-"
                   f"{v.max():.4g} us")
 
 
@@ -438,9 +606,13 @@ def main(argv=None):
     ap.add_argument("--profile", choices=("compact", "full"), default="compact")
     ap.add_argument("--fp8-proxy", action="store_true",
                     help="write MI300X 'fp8' rows from its fp8_block rows (off: see FP8_PROXY_DEVICES)")
+    ap.add_argument("--mla-decode-table", action="store_true",
+                    help=f"write MI355X's MLA decode points as the engine-read mla_decode.csv "
+                         f"(off: {MLA_POINTS}.csv, reference only; see MLA_POINTS)")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args(argv)
-    for row in extract(a.repo, a.rev, a.wheel, a.out, a.profile, proxy=a.fp8_proxy):
+    for row in extract(a.repo, a.rev, a.wheel, a.out, a.profile, proxy=a.fp8_proxy,
+                       mla_table=a.mla_decode_table):
         print(*row[:5])
     if a.check:
         check(a.out)

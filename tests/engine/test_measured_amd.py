@@ -88,3 +88,52 @@ def test_a_table_node_is_the_aiter_measurement():
     t, src = curve.time_s(lambda m_: M.gemm_roofline_s(hw, "bf16", m_, 256, 7168), np.array([1.0]))
     assert float(t[0]) == pytest.approx(5.215e-6, rel=1e-3)
     assert int(src()[0]) == G.MEASURED
+
+
+def _mla_points():
+    import pandas as pd
+    return pd.read_csv(data_dir("hardware") / "measured" / "MI355X" / "mla_decode_points.csv",
+                       comment="#")
+
+
+@pytest.mark.parametrize("heads,batch,kv_len,kv_dtype,tb_per_s", [
+    # aiter/ops/triton/gluon/README.md (ROCm/aiter e4048607a5), MI350: the TB/s each run
+    # reports next to its time ('return_lse' table; bh16bn64 / bh16bn128 blocks)
+    (16, 1, 10_000, "bf16", 0.30), (16, 3, 10_000, "bf16", 1.07), (16, 4, 10_000, "bf16", 1.75),
+    (16, 1, 100_000, "bf16", 1.81), (16, 3, 100_000, "bf16", 3.89), (16, 4, 100_000, "bf16", 4.31),
+    (16, 1, 10_000_000, "bf16", 5.33), (16, 1, 10_000_000, "fp8", 4.58),
+])
+def test_mla_decode_points_reproduce_the_readme_bandwidths(heads, batch, kv_len, kv_dtype,
+                                                           tb_per_s):
+    """Independent check of the extracted MI355X MLA decode latencies: op_tests/test_mla.py's
+    byte count (KV latent + rope at the KV dtype, BF16 Q in, BF16 O out) over the extracted
+    latency gives the TB/s the README prints beside it, within its 0.01 TB/s rounding."""
+    df = _mla_points()
+    row = df[(df.num_heads == heads) & (df.batch_size == batch) & (df.kv_len == kv_len)
+             & (df.kv_dtype == kv_dtype)]
+    assert len(row) == 1
+    kv_b = 1 if kv_dtype == "fp8" else 2
+    nbytes = batch * kv_len * 576 * kv_b + batch * heads * 576 * 2 + batch * heads * 512 * 2
+    got = nbytes / (float(row.latency_us.iloc[0]) * 1e-6) / 1e12
+    assert got == pytest.approx(tb_per_s, abs=0.006 + 1e-4 * tb_per_s)
+
+
+def test_mla_decode_points_bh64_are_the_readme_tflops():
+    """The bh64 rows are test_mla.py's flops (batch x kv_len x heads x (576 + 512) x 2) over
+    the README's fastest TFLOPS (Gluon: 453.6, 462.0, 529.3, 563.0 at 64/64, 128/64, 64/128,
+    128/128 batch/heads, ctx 16384), to the table's 4 significant figures."""
+    df = _mla_points()
+    for (b, h), tf in {(64, 64): 453.6, (128, 64): 462.0, (64, 128): 529.3,
+                       (128, 128): 563.0}.items():
+        row = df[(df.num_heads == h) & (df.batch_size == b) & (df.kv_len == 16384)]
+        want_us = b * 16384 * h * 1088 * 2 / (tf * 1e12) * 1e6
+        assert float(row.latency_us.iloc[0]) == pytest.approx(want_us, rel=5e-4)
+        assert row.kernel_source.iloc[0].startswith("gluon")
+
+
+def test_mla_decode_points_are_not_an_engine_table():
+    """The points are reference data: the MI355X folder has no engine-read mla_decode.csv,
+    so MLA decode attention stays on the realistic roofline (see MLA_POINTS in
+    calibration/extract_aiter.py for why)."""
+    tabs = M.tables_for(inf.load_hardware("MI355X"))
+    assert not tabs.has("mla_decode")
