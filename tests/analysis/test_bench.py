@@ -163,3 +163,43 @@ def test_bands_hold_the_point_and_the_structure_term_only_widens():
     np.testing.assert_allclose(full.interactivity_low, 1e3 / full.median_tpot_ms_high)
     again = bench(**kw, uncertainty=True)
     np.testing.assert_array_equal(again.p99_ttft_ms_high.values, full.p99_ttft_ms_high.values)
+
+
+def test_a_saturated_prefill_pool_bounds_the_run_at_any_concurrency():
+    common = dict(model="Llama-3.1-70B", hardware="H100-SXM", weight_precision="fp8",
+                  isl=8192, osl=256, concurrency=[512, 2048, 8192])
+    r = bench(prefill_pool=Pool(1, tp=8), decode_pool=Pool(1, tp=8), **common)
+    ref = evaluate_arrays("Llama-3.1-70B", "H100-SXM", tp=8, weight_precision="fp8",
+                          prompt_len=8192.0, prefill_batch_size=np.arange(1, 3),
+                          batch_size=1, kv_len=8192 + 128, final_len=8192 + 256)
+    prefill_cap = max(np.arange(1, 3) / np.asarray(ref["prefill_step_s"]).reshape(-1))
+    assert np.all(r.request_throughput.values <= prefill_cap * 1.001)
+    assert np.all(r.prefill_busy_frac.values < 1.0)
+    # the surplus clients wait: TTFT grows with them
+    assert np.all(np.diff(r.median_ttft_ms.values) > 0)
+    # no poll wait on a prefill-only server (it polls after every pass and when idle)
+    one = bench(prefill_pool=Pool(1, tp=8), decode_pool=Pool(1, tp=8),
+                **{**common, "concurrency": [1]})
+    assert float(one.poll_wait_ms[0]) == 0.0
+
+
+def test_dp_attention_divides_the_request_cap_and_the_pass_budget():
+    # SGLang: max_running_requests // dp_size and chunked_prefill_size // dp_size under DP
+    # attention (tp_worker.py, server_args._handle_data_parallelism)
+    r = bench("DeepSeek-V3", "H200", dp=8, ep=8, isl=1024, osl=1024, concurrency=[4096])
+    assert float(r.decode_batch_per_rank[0]) <= 256 / 8 + 1e-9
+    assert float(r.prefill_prompts_per_pass[0]) <= (32768 / 8) / 1024 + 1e-9
+
+
+def test_itl_is_a_streamed_chunk_of_steps():
+    # concurrency 1, no stalls: SGLang's --stream-interval 10 streams every 10 steps, so the
+    # median ITL is 10 decode steps, with or without a draft (then 10 x tau tokens a chunk)
+    for depth in (0, 2):
+        r = bench(**DS, isl=1024, osl=512, concurrency=[1], draft_depth=depth)
+        assert float(r.median_itl_ms[0]) == pytest.approx(10 * float(r.decode_step_ms[0]),
+                                                          rel=1e-9)
+
+
+def test_fewer_prompts_than_clients_is_refused():
+    with pytest.raises(SpecError, match="num_prompts = 5 must be at least the largest"):
+        bench(**LLAMA, concurrency=[4, 64], num_prompts=5)

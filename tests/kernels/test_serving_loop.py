@@ -61,11 +61,16 @@ def test_first_wave_ttft_is_the_mean_over_the_enumerated_passes(n, k):
         assert by_pass == pytest.approx(np.mean(ttft))
 
 
-def test_prompts_per_pass_is_clipped_to_the_budget_and_the_requests():
+def test_prompts_per_pass_is_the_poisson_count_given_at_least_one():
+    # lambda = X w = 1: E[N | N >= 1] = 1 / (1 - e^-1) = 1.582 (independently: the sum over
+    # n >= 1 of n p(n) / (1 - p(0)))
+    n = np.arange(1, 60)
+    pmf = np.exp(-1.0) / np.cumprod(np.r_[1.0, n[1:]].astype(float))
+    expected = (n * pmf).sum() / (1 - np.exp(-1.0))
     k = ks.prompts_per_pass(request_rate_per_s=np.array([0.0, 10.0, 1000.0]),
                             gather_window_s=0.1, in_service=np.array([8.0, 8.0, 8.0]),
                             max_prompts=4.0)
-    assert list(k) == [1.0, 2.0, 4.0]
+    assert k[0] == 1.0 and k[1] == pytest.approx(expected) and k[2] == 4.0
 
 
 def test_kv_transfer_of_a_deepseek_prompt_over_eight_nics():

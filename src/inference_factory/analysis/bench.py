@@ -167,14 +167,21 @@ class LoopState:
 def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: StepTable,
                decode_ranks: int, prefill_ranks: int, engine: ServingEngine, dp_attention: bool,
                mean_prompt: float, mean_output: float, pass_prompts_max: float,
-               transfer_s: float = 0.0, engine_time: bool = True) -> LoopState:
+               transfer_s: float = 0.0, engine_time: bool = True,
+               requests_per_rank_max: float | None = None) -> LoopState:
     """Steady state of the closed loop at each concurrency: the decode batch B per rank
     solving Little's law, ``B + X TTFT(X, B) = N`` per rank (requests are decoding or on
-    their way to their first token), by bisection on B (the left side rises with B)."""
+    their way to their first token), by bisection on B (the left side rises with B). The
+    decode batch is capped by the request cap per rank and the memory fit and, on a
+    disaggregated deployment, where the prefill pool's capacity binds (99 % of its largest
+    passes back to back: the M/D/1 wait diverges there); clients beyond a cap wait for a
+    slot (``cap_wait_s``, Little's law on the waiting room)."""
     c = np.asarray(concurrency, dtype=float)
     active = np.minimum(float(decode_ranks), c)              # ranks with work
     n = c / active                                            # requests per rank
-    cap = min(float(engine.max_running_requests), decode.max_batch)
+    per_rank = (float(engine.max_running_requests) if requests_per_rank_max is None
+                else float(requests_per_rank_max))
+    cap = min(per_rank, decode.max_batch)
     hi_b = np.minimum(n, cap)
     tau = decode.tokens_per_step
     out_tokens = max(mean_output - 1.0, 1e-9)
@@ -211,9 +218,12 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
         rho_others = rho * (np.maximum(n_p, 1.0) - 1.0) / np.maximum(n_p, 1.0)
         f = x * s if colocated else np.zeros_like(c)
         tpot = ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau, stall_frac=f)
+        # the poll window applies to arrivals during decode steps: one arriving during
+        # another's pass is taken right after it (the skipper resets after a prefill), and a
+        # prefill-only server polls after every pass and at once when idle
         busy = (ks.others_busy_probability(decode_share=b / np.maximum(m_srv, 1e-9),
-                                           in_service=m_srv) if colocated
-                else (b > 0).astype(float))
+                                           in_service=m_srv) * (1.0 - rho_others)
+                if colocated else np.zeros_like(c))
         poll = ks.poll_wait_s(recv_interval_steps=recv, decode_step_s=td, busy_probability=busy)
         if engine.policy == "mixed" and colocated:
             # prompt chunks ride on decode steps: the prompt advances (budget - B) tokens a step
@@ -232,6 +242,15 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
         st = state(b)
         return b + st["x"] * st["ttft"] - n, st
 
+    if not colocated:      # the decode batch the prefill pool can feed
+        x_cap = 0.99 * prank * pass_prompts_max / (prefill.prefill_pass_s(
+            np.full_like(c, pass_prompts_max)) + host_p) / active
+        lo_f, hi_f = np.zeros_like(c), hi_b.copy()
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (lo_f + hi_f)
+            fast = state(np.maximum(mid, 1e-12))["x"] > x_cap
+            hi_f, lo_f = np.where(fast, mid, hi_f), np.where(fast, lo_f, mid)
+        hi_b = np.minimum(hi_b, np.where(state(hi_b)["x"] > x_cap, lo_f, hi_b))
     lo, hi = np.zeros_like(c), hi_b.copy()
     g_hi, _ = excess(hi)
     for _ in range(_BISECT_STEPS):
@@ -288,7 +307,7 @@ def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
         f = x * s
         rho = x * tp1 * (m - 1.0) / m
         queue = ks.pass_queue_wait_s(utilization=rho, pass_s=pass_s)
-        busy = ks.others_busy_probability(decode_share=b / m, in_service=m)
+        busy = ks.others_busy_probability(decode_share=b / m, in_service=m) * (1.0 - rho)
         poll = ks.poll_wait_s(recv_interval_steps=recv_interval_steps,
                               decode_step_s=decode_step_s, busy_probability=busy)
         ttft = poll + queue + pass_s
@@ -346,8 +365,9 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     if isl + osl > m.max_position_embeddings:
         raise SpecError(f"isl + osl = {isl + osl} exceeds {m.name}'s context of "
                         f"{m.max_position_embeddings} tokens")
-    if num_prompts is not None and _whole("num_prompts", num_prompts) < 1:
-        raise SpecError(f"num_prompts = {num_prompts!r} must be >= 1")
+    if num_prompts is not None and _whole("num_prompts", num_prompts) < max(conc):
+        raise SpecError(f"num_prompts = {num_prompts!r} must be at least the largest "
+                        f"concurrency ({max(conc)}): fewer prompts never fill the clients")
     p_pool, d_pool = _pool(prefill_pool, "prefill_pool"), _pool(decode_pool, "decode_pool")
     if (p_pool is None) != (d_pool is None):
         raise SpecError("a disaggregated deployment needs both prefill_pool and decode_pool")
@@ -374,17 +394,21 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     from .plan import _with_acceptance
     axes = {k: v for k, v in _with_acceptance(m, {**axes, **extra}, [axes["draft_depth"]]).items()
             if k != "draft_model"}
-    pass_prompts = max(1.0, np.floor(eng.pass_tokens(p_pool.dp > 1) / i_mean))
+    # SGLang divides --chunked-prefill-size and --max-running-requests by the DP size
+    # under DP attention (server_args._handle_data_parallelism, tp_worker.max_running_requests)
+    pass_prompts = max(1.0, np.floor(eng.pass_tokens(p_pool.dp > 1) / p_pool.dp / i_mean))
+    requests_per_rank = eng.max_running_requests / d_pool.dp
     common = dict(mean_prompt=i_mean, decode_context=context, final_len=float(isl + osl),
                   realism=realism)
-    d_tab = step_table(m, hw, d_pool, {**axes, **extra}, batch_cap=eng.max_running_requests,
+    d_tab = step_table(m, hw, d_pool, {**axes, **extra}, batch_cap=requests_per_rank,
                        max_prompts=pass_prompts, **common)
     p_tab = d_tab if colocated else step_table(m, hw, p_pool, {**axes, **extra},
                                                batch_cap=pass_prompts, max_prompts=pass_prompts,
                                                **common)
     transfer = 0.0
     if not colocated:
-        link = hw.scale_out_bw_bytes_per_s * p_pool.tp * p_pool.dp
+        # a request's KV lives on its attention rank's tp GPUs: their NICs send it
+        link = hw.scale_out_bw_bytes_per_s * p_pool.tp
         transfer = float(ks.kv_transfer_s(prompt_tokens=i_mean,
                                           kv_bytes_per_token=m.kv_bytes_per_token(
                                               axes.get("kv_precision", "bf16")),
@@ -397,7 +421,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
                          decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
                          dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
                          pass_prompts_max=pass_prompts, transfer_s=transfer,
-                         engine_time=engine_time)
+                         engine_time=engine_time, requests_per_rank_max=requests_per_rank)
         return st_, run_metrics(st_, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
                                 range_ratio=float(range_ratio), engine=eng,
                                 colocated=colocated, decode=dt, prefill=pt,

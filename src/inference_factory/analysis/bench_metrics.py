@@ -118,12 +118,15 @@ def run_metrics(st, conc: np.ndarray, prompts: np.ndarray, *, isl: int, osl: int
     stall = rng.poisson(np.maximum(lam, 0.0)) * col(st.pass_s)
     tpot = np.where(out > 1, base + stall / np.maximum(out - 1.0, 1.0), 0.0)
     e2el = ttft + (out - 1.0) * tpot
-    # ITL: one streamed chunk of s tokens, plus a pass when one falls inside it
-    s_tok = float(engine.stream_interval_tokens) if engine_time else 1.0
-    chunk = s_tok * base[:, 0]
+    # ITL: one streamed chunk, plus the passes that fall inside it (a Poisson count). SGLang
+    # streams when the output length hits the interval's residue, checked once per step, so
+    # a chunk lasts s steps (s x tau tokens with a draft), not s tokens
+    # (scheduler_output_processor_mixin: len(output_ids) % stream_interval == 1)
+    s_steps = float(engine.stream_interval_tokens) if engine_time else 1.0
+    chunk = s_steps * td[:, 0]
     p_stall = col(st.passes_per_s)[:, 0] * chunk
-    itl_mean = s_tok * (((out - 1.0) * tpot).sum(1) / (out - 1.0).sum(1))
-    itl_med = chunk + np.where(p_stall > 0.5, st.pass_s, 0.0)
+    itl_mean = s_steps * tau * (((out - 1.0) * tpot).sum(1) / (out - 1.0).sum(1))
+    itl_med = chunk + _poisson_quantile(p_stall, 0.5) * st.pass_s
     itl_p99 = chunk + _poisson_quantile(p_stall, 0.99) * st.pass_s
 
     mean_e2e = e2el.mean(axis=1)

@@ -156,7 +156,8 @@ def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[s
     eng = load_serving_engine()
     dp = shape.get("dp", 1)
     pb = sg.prefill_batch_size
-    k_max = float(min(max(1.0, np.floor(eng.pass_tokens(dp > 1) / isl)), pb.max()))
+    # per DP rank: SGLang divides the pass budget by the DP size under DP attention
+    k_max = float(min(max(1.0, np.floor(eng.pass_tokens(dp > 1) / dp / isl)), pb.max()))
     per = len(dec["overlap"]) // len(sg.overlaps)
     out = {k: np.empty(len(dec["overlap"])) for k in _LOOP_COLUMNS}
     for i, r in enumerate(sg.values):

@@ -292,16 +292,21 @@ def pass_queue_wait_s(*, utilization, pass_s):
 
 
 def prompts_per_pass(*, request_rate_per_s, gather_window_s, in_service, max_prompts):
-    r"""Prompts one prefill pass takes: the one that opened it plus those that arrived in
-    the window before it started.
+    r"""Prompts one prefill pass takes: those that arrived in the window since the last poll,
+    given that at least one did (the one that makes the pass).
 
-    .. math:: k = \mathrm{clip}(1 + X\, w,\ 1,\ \min(M, k_{max}))
+    .. math:: k = \mathrm{clip}\Big(\frac{\lambda}{1 - e^{-\lambda}},\ 1,\ \min(M, k_{max})\Big),
+              \qquad \lambda = X w
 
-    w the gathering window (the poll interval while decoding; a pass on a prefill-only
-    pool), :math:`k_{max}` the pass's token budget over the prompt length.
+    the mean of a Poisson count of mean λ conditioned on being at least one (1 + λ/2 for a
+    small λ); w the gathering window (the poll interval while decoding; a pass on a
+    prefill-only pool), :math:`k_{max}` the pass's token budget over the prompt length.
+    Poisson arrivals are an ASSUMPTION (a closed loop's are smoother).
     """
-    return np.clip(1.0 + request_rate_per_s * gather_window_s, 1.0,
-                   np.maximum(np.minimum(in_service, max_prompts), 1.0))
+    lam = np.maximum(np.asarray(request_rate_per_s * gather_window_s, dtype=float), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k = np.where(lam > 1e-9, lam / -np.expm1(-np.maximum(lam, 1e-300)), 1.0 + lam / 2.0)
+    return np.clip(k, 1.0, np.maximum(np.minimum(in_service, max_prompts), 1.0))
 
 
 def first_wave_ttft_s(*, wave_requests, prompts_per_pass, pass_s):
