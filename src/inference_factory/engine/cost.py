@@ -118,9 +118,12 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
     if op.rate == "attention":
         # an FP8 cache slows the decode kernel (dequantisation per KV read); prefill attends
         # over freshly computed BF16 keys and values
-        kv = g.kvprec if op.family.endswith("_decode") else "bf16"
-        tf = t_flop / rl.attn_compute_frac_for(kv)
-        tb = t_byte / rl.attn_hbm_frac
+        decode = op.family.endswith("_decode")
+        kv = g.kvprec if decode else "bf16"
+        # decode attention on a device with fractions fitted to its own decode kernels uses
+        # them (hardware [measured]); prefill and every other device the realism constants
+        tf = t_flop / rl.decode_attn_compute_frac_on(hw if decode else None, kv)
+        tb = t_byte / rl.decode_attn_hbm_frac_on(hw if decode else None)
     else:
         m_tokens, flop = op.m_tokens, op.flop
         if op.rate == "moe" and rl.routing and g.ep > 1:

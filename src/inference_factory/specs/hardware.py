@@ -44,6 +44,10 @@ class HardwareSpec:
     path: str = ""
     #: folder of hardware/measured whose kernel tables this device uses ("" = its own name)
     kernel_tables: str = ""
+    #: decode-attention kernel fractions of the BF16 peak and of the HBM bandwidth fitted to
+    #: the device's own measured decode-attention latencies ([measured]); None = realism's
+    decode_attention_compute_frac: float | None = None
+    decode_attention_hbm_frac: float | None = None
 
     def flop_per_s(self, precision: str) -> float:
         """Dense peak for ``precision``; a clear error if the device lacks it."""
@@ -103,5 +107,7 @@ def _parse_hardware(path: Path) -> HardwareSpec:
         node_values_assumed=f.node.assumed, price=price, sources=dict(f.sources),
         notes=dict(f.notes), aliases=tuple(f.aliases), path=str(path),
         kernel_tables=m.kernel_tables or "",
+        decode_attention_compute_frac=m.decode_attention_compute_frac,
+        decode_attention_hbm_frac=m.decode_attention_hbm_frac,
     )
 

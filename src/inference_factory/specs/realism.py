@@ -131,6 +131,26 @@ class Realism:
     def attn_hbm_frac(self) -> float:
         return self.attention_hbm_frac if self.attention else 1.0
 
+    def decode_attn_compute_frac_on(self, hw: HardwareSpec | None, kv_precision: str) -> float:
+        """:meth:`attn_compute_frac_for` for decode attention on ``hw``: a device with a fitted
+        [measured] decode_attention_compute_frac uses it for a BF16 cache, and for an FP8 one
+        that fraction times this realism's FP8-over-BF16 ratio (ASSUMPTION: the FlashMLA
+        dequantisation slowdown transfers; docs/MODEL.md, AMD section). ``hw`` None (prefill
+        attention): the realism constant."""
+        frac = self.attn_compute_frac_for(kv_precision)
+        fitted = hw.decode_attention_compute_frac if hw is not None else None
+        if not self.attention or fitted is None:
+            return frac
+        return fitted * frac / self.attention_compute_frac
+
+    def decode_attn_hbm_frac_on(self, hw: HardwareSpec | None) -> float:
+        """:attr:`attn_hbm_frac` for decode attention on ``hw``: its fitted [measured]
+        decode_attention_hbm_frac if any (``hw`` None: the realism constant)."""
+        fitted = hw.decode_attention_hbm_frac if hw is not None else None
+        if not self.attention or fitted is None:
+            return self.attn_hbm_frac
+        return fitted
+
     @property
     def weight_hbm_frac(self) -> float:
         return self.gemm_hbm_frac if self.hbm else 1.0

@@ -34,6 +34,14 @@ class HardwareMeasured(_Schema):
     fp8_matmul_tflops: Optional[_TFLOPS("measured fp8 matmul")] = None
     fp4_matmul_tflops: Optional[_TFLOPS("measured fp4 matmul")] = None
     kernel_tables: Optional[text("folder of hardware/measured whose kernel tables apply")] = None
+    decode_attention_compute_frac: Optional[num(
+        0.0, 1.0, "decode-attention kernel fraction of the BF16 peak fitted to this device's "
+        "measured decode-attention latencies (replaces realism [attention] compute_frac for "
+        "its roofline-costed decode attention)", lo_open=True)] = None
+    decode_attention_hbm_frac: Optional[num(
+        0.0, 1.0, "decode-attention kernel fraction of the HBM bandwidth fitted to this "
+        "device's measured decode-attention latencies (replaces realism [attention] hbm_frac "
+        "for its roofline-costed decode attention)", lo_open=True)] = None
 
 
 class HardwareMemory(_Schema):
