@@ -25,7 +25,8 @@ from inference_factory.factory.simulate import lever_precisions
 from inference_factory.analysis.economics import gpu_cost_usd_per_hour
 from inference_factory.analysis.plan import config_toml, plan
 from inference_factory.analysis.plan_candidates import pack_pools
-from inference_factory.factory.simulate import plan_check, simulate
+from inference_factory.factory.plan_check import plan_check
+from inference_factory.factory.simulate import simulate
 
 from tests.cli_helpers import fails, ok
 

@@ -23,6 +23,7 @@ import pytest
 
 import inference_factory as inf
 from inference_factory.analysis import plan_candidates as pc
+from inference_factory.analysis import plan_footing as pf
 from inference_factory.analysis.plan import plan, profile_precisions
 from inference_factory.engine.measured import tables_for
 from inference_factory.errors import SpecError
@@ -185,14 +186,14 @@ def test_fp4_experts_without_fp4_tensor_cores_run_weight_only():
 # --------------------------------------------------------------------------------------------
 
 def test_op_source_shares_and_labels():
-    sh = pc.op_source_shares([1.0, 3.0, np.nan, 4.0, 0.0],
+    sh = pf.op_source_shares([1.0, 3.0, np.nan, 4.0, 0.0],
                              ["measured", "interpolated", "roofline", "roofline", "measured"])
     assert sh == {"measured": 0.125, "interpolated": 0.375, "roofline": 0.5}
-    assert pc.footing_label(0.5, 0.5) == "measured"
-    assert pc.footing_label(0.2, 0.7) == "extrapolated"
-    assert pc.footing_label(0.1, 0.2) == "partly measured"
-    assert pc.footing_label(0.0, 0.0) == "roofline-only"
-    assert pc.op_source_shares([np.nan], ["roofline"]) == {}
+    assert pf.footing_label(0.5, 0.5) == "measured"
+    assert pf.footing_label(0.2, 0.7) == "extrapolated"
+    assert pf.footing_label(0.1, 0.2) == "partly measured"
+    assert pf.footing_label(0.0, 0.0) == "roofline-only"
+    assert pf.op_source_shares([np.nan], ["roofline"]) == {}
 
 
 def _no_tables_amd():

@@ -26,22 +26,12 @@ DEVICES = sorted(p.name for p in (data_dir("hardware") / "measured").iterdir() i
 def _leave_one_out(df: pd.DataFrame, fam: M.Family, max_rows: int = 4000) -> np.ndarray:
     """|ln(predicted / measured)| of measured points predicted from their two neighbours
     along each interpolation axis (others fixed), with the point itself left out: the
-    engine's linear-in-log interpolation of ln(measured / roofline) between shapes."""
-    keys = list(fam.exact) + list(fam.nearest) + list(fam.axes)
-    df = df.groupby(keys, as_index=False)["log_ratio"].min()
-    errs = []
-    for axis in fam.axes:
-        others = [k for k in keys if k != axis]
-        for _, grp in df.groupby(others) if others else [(None, df)]:
-            if len(grp) < 3:
-                continue
-            grp = grp.sort_values(axis)
-            x = np.log(grp[axis].to_numpy(dtype=float))
-            y = grp["log_ratio"].to_numpy()
-            w = (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
-            pred = y[:-2] + w * (y[2:] - y[:-2])
-            errs.append(np.abs(pred - y[1:-1]))
-    errs = np.concatenate(errs) if errs else np.array([])
+    engine's linear-in-log interpolation of ln(measured / roofline) between shapes
+    (:func:`inference_factory.analysis.bands.leave_one_out_residuals`, whose signed
+    residuals the bands use; tests/analysis/test_bands.py checks it on ln-linear tables)."""
+    from inference_factory.analysis.bands import leave_one_out_residuals
+
+    errs = np.abs(leave_one_out_residuals(df, fam))
     if errs.size > max_rows:
         errs = np.random.default_rng(0).choice(errs, max_rows, replace=False)
     return errs

@@ -48,19 +48,6 @@ def test_poll_wait_is_half_the_window():
     assert ks.poll_wait_s(recv_interval_steps=10, decode_step_s=0.01, busy_probability=0.0) == 0
 
 
-@pytest.mark.parametrize("n, k", [(1, 1), (7, 2), (128, 2), (64, 16)])
-def test_first_wave_ttft_is_the_mean_over_the_enumerated_passes(n, k):
-    t = 0.3
-    ttft = [t * (j // k + 1) for j in range(n)]               # the j-th prompt's pass ends
-    passes = int(np.ceil(n / k))
-    # the formula averages over passes, not prompts: equal when n is a multiple of k
-    by_pass = np.mean([t * (p + 1) for p in range(passes)])
-    assert ks.first_wave_ttft_s(wave_requests=n, prompts_per_pass=k, pass_s=t) == \
-        pytest.approx(by_pass)
-    if n % k == 0:
-        assert by_pass == pytest.approx(np.mean(ttft))
-
-
 def test_prompts_per_pass_is_the_poisson_count_given_at_least_one():
     # lambda = X w = 1: E[N | N >= 1] = 1 / (1 - e^-1) = 1.582 (independently: the sum over
     # n >= 1 of n p(n) / (1 - p(0)))

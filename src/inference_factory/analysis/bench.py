@@ -66,7 +66,8 @@ def _pool(value: Pool | Mapping[str, Any] | None, where: str) -> Pool | None:
     d = dict(value)
     bad = sorted(set(d) - {"instances", "tp", "dp", "ep"})
     if bad:
-        raise SpecError(f"{where}: unknown key {bad[0]!r}; allowed: ['instances', 'tp', 'dp', 'ep']")
+        raise SpecError(f"{where}: unknown key {bad[0]!r}; allowed: "
+                        "['instances', 'tp', 'dp', 'ep']")
     for k, v in d.items():
         if isinstance(v, bool) or not float(v).is_integer() or v < 1:
             raise SpecError(f"{where}: {k} = {v!r} must be a whole number >= 1")
@@ -164,11 +165,47 @@ class LoopState:
     passes_per_s: np.ndarray         # others' prefill passes per second a sequence sees
 
 
+def _colocated_round(b, m, x, *, td, tau, pass_s_of, max_prompts, recv, out_tokens,
+                     mixed_budget_tokens=None, mean_prompt=0.0) -> dict:
+    """One round of a colocated rank's loop at decode batch ``b`` with ``m`` requests in
+    service and request rate ``x`` (per rank) from the round before: the prompts the poll
+    window gathers, the pass, the others' stalls and the request rate they leave, then
+    TPOT and TTFT (poll, queue, own prefill). :func:`solve_loop` (``m`` given by the
+    concurrency) and :func:`loop_at_batch` (``m`` implied by the batch) iterate it."""
+    k = ks.prompts_per_pass(request_rate_per_s=x, gather_window_s=recv * td, in_service=m,
+                            max_prompts=max_prompts)
+    t_pass = pass_s_of(k)
+    tp1 = t_pass / k
+    s = ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
+                                     in_service=m)
+    x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
+                                          tokens_per_step=tau, decode_tokens_per_request=out_tokens,
+                                          stall_s_per_request=s)
+    f = x * s
+    # a prompt queues behind the others' passes only (none at concurrency 1)
+    rho = x * tp1 * (np.maximum(m, 1.0) - 1.0) / np.maximum(m, 1.0)
+    # the poll window applies to arrivals during decode steps: one arriving during another's
+    # pass is taken right after it (SGLang's skipper resets after a prefill)
+    busy = ks.others_busy_probability(decode_share=b / np.maximum(m, 1e-9),
+                                      in_service=m) * (1.0 - rho)
+    poll = ks.poll_wait_s(recv_interval_steps=recv, decode_step_s=td, busy_probability=busy)
+    if mixed_budget_tokens is not None:
+        # prompt chunks ride on decode steps: the prompt advances (budget - B tau) tokens a step
+        steps = mean_prompt / np.maximum(mixed_budget_tokens - b * tau, 1.0)
+        own = steps * td + tp1
+    else:
+        own = t_pass
+    queue = ks.pass_queue_wait_s(utilization=rho, pass_s=own)
+    return dict(x=x, k=k, t_pass=t_pass, tp1=tp1, s=s, f=f, rho=rho, busy=busy, poll=poll,
+                queue=queue, ttft=poll + queue + own,
+                tpot=ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau, stall_frac=f))
+
+
 def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: StepTable,
                decode_ranks: int, prefill_ranks: int, engine: ServingEngine, dp_attention: bool,
                mean_prompt: float, mean_output: float, pass_prompts_max: float,
                transfer_s: float = 0.0, engine_time: bool = True,
-               requests_per_rank_max: float | None = None) -> LoopState:
+               decode_dp: int = 1) -> LoopState:
     """Steady state of the closed loop at each concurrency: the decode batch B per rank
     solving Little's law, ``B + X TTFT(X, B) = N`` per rank (requests are decoding or on
     their way to their first token), by bisection on B (the left side rises with B). The
@@ -179,9 +216,7 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     c = np.asarray(concurrency, dtype=float)
     active = np.minimum(float(decode_ranks), c)              # ranks with work
     n = c / active                                            # requests per rank
-    per_rank = (float(engine.max_running_requests) if requests_per_rank_max is None
-                else float(requests_per_rank_max))
-    cap = min(per_rank, decode.max_batch)
+    cap = min(engine.requests_per_rank(decode_dp), decode.max_batch)
     hi_b = np.minimum(n, cap)
     tau = decode.tokens_per_step
     out_tokens = max(mean_output - 1.0, 1e-9)
@@ -189,62 +224,48 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     host_d = engine.host_s_per_decode_step if engine_time else 0.0
     host_p = engine.host_s_per_prefill_pass if engine_time else 0.0
     prank = (active if colocated else float(prefill_ranks))   # prefill ranks with work
+    mixed = (engine.pass_tokens_per_rank(decode_dp) if engine.policy == "mixed" else None)
+
+    def pass_s_of(k):
+        return prefill.prefill_pass_s(k) + host_p
 
     def state(b):
         td = decode.decode_s(b) + host_d
-        m_srv = hi_b if colocated else np.full_like(c, np.inf)
         x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
                                               tokens_per_step=tau,
                                               decode_tokens_per_request=out_tokens)
-        k = np.ones_like(c)
-        for _ in range(3):                                    # k <-> X settle in a few rounds
-            xp = x * active / prank                           # per prefill rank
-            window = recv * td if colocated else prefill.prefill_pass_s(k)
-            k = ks.prompts_per_pass(request_rate_per_s=xp, gather_window_s=window,
-                                    in_service=m_srv if colocated else c / prank,
-                                    max_prompts=pass_prompts_max)
-            tp1 = (prefill.prefill_pass_s(k) + host_p) / k
-            s = (ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
-                                              in_service=m_srv) if colocated else 0.0)
-            x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
-                                                  tokens_per_step=tau,
-                                                  decode_tokens_per_request=out_tokens,
-                                                  stall_s_per_request=s)
+        if colocated:
+            for _ in range(3):                                # k <-> X settle in a few rounds
+                r = _colocated_round(b, hi_b, x, td=td, tau=tau, pass_s_of=pass_s_of,
+                                     max_prompts=pass_prompts_max, recv=recv,
+                                     out_tokens=out_tokens, mixed_budget_tokens=mixed,
+                                     mean_prompt=mean_prompt)
+                x = r["x"]
+            return dict(r, td=td, ttft=r["ttft"] + transfer_s)
+        # disaggregated: the decode pool does not stall; a prefill-only server gathers the
+        # arrivals during its own pass and polls after every pass (no poll window)
         xp = x * active / prank
-        t_pass = prefill.prefill_pass_s(k) + host_p
-        rho = xp * t_pass / k
-        # a prompt queues behind the others' passes only (none at concurrency 1)
-        n_p = m_srv if colocated else c / prank
-        rho_others = rho * (np.maximum(n_p, 1.0) - 1.0) / np.maximum(n_p, 1.0)
-        f = x * s if colocated else np.zeros_like(c)
-        tpot = ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau, stall_frac=f)
-        # the poll window applies to arrivals during decode steps: one arriving during
-        # another's pass is taken right after it (the skipper resets after a prefill), and a
-        # prefill-only server polls after every pass and at once when idle
-        busy = (ks.others_busy_probability(decode_share=b / np.maximum(m_srv, 1e-9),
-                                           in_service=m_srv) * (1.0 - rho_others)
-                if colocated else np.zeros_like(c))
-        poll = ks.poll_wait_s(recv_interval_steps=recv, decode_step_s=td, busy_probability=busy)
-        if engine.policy == "mixed" and colocated:
-            # prompt chunks ride on decode steps: the prompt advances (budget - B) tokens a step
-            budget = float(engine.pass_tokens(dp_attention))
-            steps = mean_prompt / np.maximum(budget - b * tau, 1.0)
-            own = steps * td + tp1 * np.minimum(k, 1.0)
-            queue = ks.pass_queue_wait_s(utilization=rho_others, pass_s=own)
-        else:
-            own = t_pass
-            queue = ks.pass_queue_wait_s(utilization=rho_others, pass_s=t_pass)
-        ttft = poll + queue + own + transfer_s
-        return dict(x=x, td=td, tpot=tpot, f=f, k=k, t_pass=t_pass, rho=rho_others, poll=poll,
-                    busy=busy, queue=queue, ttft=ttft, s=s)
+        k = np.ones_like(c)
+        for _ in range(3):
+            k = ks.prompts_per_pass(request_rate_per_s=xp, gather_window_s=pass_s_of(k),
+                                    in_service=c / prank, max_prompts=pass_prompts_max)
+        t_pass = pass_s_of(k)
+        n_p = np.maximum(c / prank, 1.0)
+        rho = xp * t_pass / k * (n_p - 1.0) / n_p
+        queue = ks.pass_queue_wait_s(utilization=rho, pass_s=t_pass)
+        zero = np.zeros_like(c)
+        return dict(x=x, td=td, k=k, t_pass=t_pass, s=zero, f=zero, rho=rho, busy=zero,
+                    poll=zero, queue=queue, ttft=queue + t_pass + transfer_s,
+                    tpot=ks.colocated_tpot_s(decode_step_s=td, tokens_per_step=tau,
+                                             stall_frac=zero))
 
     def excess(b):
         st = state(b)
         return b + st["x"] * st["ttft"] - n, st
 
     if not colocated:      # the decode batch the prefill pool can feed
-        x_cap = 0.99 * prank * pass_prompts_max / (prefill.prefill_pass_s(
-            np.full_like(c, pass_prompts_max)) + host_p) / active
+        x_cap = 0.99 * prank * pass_prompts_max / pass_s_of(
+            np.full_like(c, pass_prompts_max)) / active
         lo_f, hi_f = np.zeros_like(c), hi_b.copy()
         for _ in range(_BISECT_STEPS):
             mid = 0.5 * (lo_f + hi_f)
@@ -276,49 +297,35 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
 
 
 def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
-                  decode_tokens_per_request, recv_interval_steps, rounds: int = 8) -> dict:
+                  decode_tokens_per_request, recv_interval_steps, mixed_budget_tokens=None,
+                  mean_prompt: float = 0.0, rounds: int = 8) -> dict:
     """The colocated closed loop of one DP rank at a GIVEN decode batch (the inverse of
-    :func:`solve_loop`, which finds the batch for a concurrency): the request rate, TPOT
-    with the others' prefill stalls, the prompts per pass the poll window gathers, TTFT
-    (poll, queue, pass) and the requests in service that batch implies, by the same kernels
-    and the same gathering rule. ``pass_s_of(k)`` is the prefill pass of k prompts (arrays
+    :func:`solve_loop`, which finds the batch for a concurrency), by the same round
+    (:func:`_colocated_round`) with the requests in service that batch implies,
+    ``M = B + X TTFT``. ``pass_s_of(k)`` is the prefill pass of k prompts (arrays
     broadcast). ``plan`` reads its aggregated candidates through it, so a plan row and
     ``bench`` at the row's ``concurrency`` are one steady state. Where prefill cannot keep
     up with the decode batch (stall share or prefill utilisation reaching 1) the values are
     NaN."""
     b = np.asarray(decoding, dtype=float)
+    tau = decode_step_s / tpot0_s
     m = np.maximum(b, 1.0)
-    k = np.ones_like(b)
-    x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=tpot0_s,
-                                          tokens_per_step=1.0,
+    x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=decode_step_s,
+                                          tokens_per_step=tau,
                                           decode_tokens_per_request=decode_tokens_per_request)
     for _ in range(rounds):            # M, k <-> X: (M - 1)/M and k settle in a few rounds
-        k = ks.prompts_per_pass(request_rate_per_s=x,
-                                gather_window_s=recv_interval_steps * decode_step_s,
-                                in_service=m, max_prompts=max_prompts)
-        pass_s = pass_s_of(k)
-        tp1 = pass_s / k
-        s = ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
-                                         in_service=m)
-        x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=tpot0_s,
-                                              tokens_per_step=1.0,
-                                              decode_tokens_per_request=decode_tokens_per_request,
-                                              stall_s_per_request=s)
-        f = x * s
-        rho = x * tp1 * (m - 1.0) / m
-        queue = ks.pass_queue_wait_s(utilization=rho, pass_s=pass_s)
-        busy = ks.others_busy_probability(decode_share=b / m, in_service=m) * (1.0 - rho)
-        poll = ks.poll_wait_s(recv_interval_steps=recv_interval_steps,
-                              decode_step_s=decode_step_s, busy_probability=busy)
-        ttft = poll + queue + pass_s
-        m = b + x * ttft
-    ok = (f < 1.0) & (x * tp1 < 1.0)
+        r = _colocated_round(b, m, x, td=decode_step_s, tau=tau, pass_s_of=pass_s_of,
+                             max_prompts=max_prompts, recv=recv_interval_steps,
+                             out_tokens=decode_tokens_per_request,
+                             mixed_budget_tokens=mixed_budget_tokens, mean_prompt=mean_prompt)
+        x = r["x"]
+        m = b + x * r["ttft"]
+    ok = (r["f"] < 1.0) & (x * r["tp1"] < 1.0)
     nan = lambda a: np.where(ok, a, np.nan)  # noqa: E731
-    return dict(request_rate_per_s=nan(x), in_service=nan(m), ttft_s=nan(ttft),
-                tpot_s=nan(ks.colocated_tpot_s(decode_step_s=tpot0_s, tokens_per_step=1.0,
-                                               stall_frac=f)),
-                prompts_per_pass=k, pass_s=pass_s, stall_frac=nan(f), poll_wait_s=nan(poll),
-                queue_wait_s=nan(queue))
+    return dict(request_rate_per_s=nan(x), in_service=nan(m), ttft_s=nan(r["ttft"]),
+                tpot_s=nan(r["tpot"]), prompts_per_pass=r["k"], pass_s=r["t_pass"],
+                stall_frac=nan(r["f"]), poll_wait_s=nan(r["poll"]),
+                queue_wait_s=nan(r["queue"]))
 
 
 # ---- the public entry -----------------------------------------------------------------------
@@ -376,7 +383,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
     d_pool = agg if colocated else d_pool
     p_pool = agg if colocated else p_pool
 
-    i_mean, i_sq = ks.uniform_length_moments(max_tokens=isl, range_ratio=float(range_ratio))
+    i_mean, _ = ks.uniform_length_moments(max_tokens=isl, range_ratio=float(range_ratio))
     o_mean, o_sq = ks.uniform_length_moments(max_tokens=osl, range_ratio=float(range_ratio))
     i_mean, o_mean = float(i_mean), float(o_mean)
     context = i_mean + float(o_sq) / (2.0 * o_mean)    # token-weighted decode context
@@ -391,28 +398,31 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
         axes["acceptance_rate"] = float(acceptance_rate)
     extra = {"draft_model": draft_model} if draft_model is not None else {}
     # an MTP draft's acceptance falls with its position as in plan and simulate
-    from .plan import _with_acceptance
-    axes = {k: v for k, v in _with_acceptance(m, {**axes, **extra}, [axes["draft_depth"]]).items()
+    from .plan import with_mtp_acceptance
+    axes = {k: v for k, v in with_mtp_acceptance(m, {**axes, **extra},
+                                                 [axes["draft_depth"]]).items()
             if k != "draft_model"}
-    # SGLang divides --chunked-prefill-size and --max-running-requests by the DP size
-    # under DP attention (server_args._handle_data_parallelism, tp_worker.max_running_requests)
-    pass_prompts = max(1.0, np.floor(eng.pass_tokens(p_pool.dp > 1) / p_pool.dp / i_mean))
-    requests_per_rank = eng.max_running_requests / d_pool.dp
+    pass_prompts = max(1.0, np.floor(eng.pass_tokens_per_rank(p_pool.dp) / i_mean))
     common = dict(mean_prompt=i_mean, decode_context=context, final_len=float(isl + osl),
                   realism=realism)
-    d_tab = step_table(m, hw, d_pool, {**axes, **extra}, batch_cap=requests_per_rank,
+    d_tab = step_table(m, hw, d_pool, {**axes, **extra},
+                       batch_cap=eng.requests_per_rank(d_pool.dp),
                        max_prompts=pass_prompts, **common)
     p_tab = d_tab if colocated else step_table(m, hw, p_pool, {**axes, **extra},
                                                batch_cap=pass_prompts, max_prompts=pass_prompts,
                                                **common)
     transfer = 0.0
     if not colocated:
-        # a request's KV lives on its attention rank's tp GPUs: their NICs send it
-        link = hw.scale_out_bw_bytes_per_s * p_pool.tp
+        # a request's KV lives on its attention rank's tp GPUs: their NICs send it, at the
+        # achieved scale-out fraction and latency of configs/realism.toml [links] (as the
+        # engine's own collectives over the NIC)
+        from ..engine.arrays import _realism
+        rl = _realism(False, realism)
+        link = hw.scale_out_bw_bytes_per_s * p_pool.tp * rl.out_frac
         transfer = float(ks.kv_transfer_s(prompt_tokens=i_mean,
                                           kv_bytes_per_token=m.kv_bytes_per_token(
                                               axes.get("kv_precision", "bf16")),
-                                          link_bytes_per_s=link, latency_s=0.0))
+                                          link_bytes_per_s=link, latency_s=rl.out_latency_s))
     prompts = (np.asarray([10 * c for c in conc], dtype=float) if num_prompts is None
                else np.full(len(conc), float(num_prompts)))
 
@@ -421,7 +431,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
                          decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
                          dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
                          pass_prompts_max=pass_prompts, transfer_s=transfer,
-                         engine_time=engine_time, requests_per_rank_max=requests_per_rank)
+                         engine_time=engine_time, decode_dp=d_pool.dp)
         return st_, run_metrics(st_, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
                                 range_ratio=float(range_ratio), engine=eng,
                                 colocated=colocated, decode=dt, prefill=pt,

@@ -12,7 +12,7 @@ vectorized engine pass (:func:`inference_factory.engine.evaluate_arrays`), price
 recommendation is the candidate that fits in HBM, meets the TTFT and TPOT targets and is best
 on the objective (lowest all-in $/M output tokens by default). Each recommendation says
 its ``footing``: the share of its GPU time per request whose cost the engine read from
-measured kernel tables (:func:`inference_factory.analysis.plan_candidates.footing_of`), so a
+measured kernel tables (:func:`inference_factory.analysis.plan_footing.footing_of`), so a
 ranking across vendors shows which devices are measured and which are roofline-only.
 
 The per-request arithmetic that joins the two phases (all SI, per GPU):
@@ -58,7 +58,8 @@ from ..kernels.serving import (gpus_for_load,
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 from .plan_candidates import (OBJECTIVES, _candidates, _front, _rank, _recommend,  # noqa: F401
-                              _shape_grid, _size_for_load, add_footing)
+                              _shape_grid, _size_for_load)
+from .plan_footing import add_footing
 from .plan_config import config_toml, plot_front  # noqa: F401 (re-exported)
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
@@ -168,7 +169,7 @@ def _check_profiles(m: ModelSpec, profiles: Sequence[PrecisionProfile]) -> None:
                             "experts); name weights or dense instead of experts")
 
 
-def _with_acceptance(m: ModelSpec, kwargs: Mapping[str, Any], draft_depth) -> dict[str, Any]:
+def with_mtp_acceptance(m: ModelSpec, kwargs: Mapping[str, Any], draft_depth) -> dict[str, Any]:
     """The engine options with the draft's acceptance per position as ``simulate`` uses it:
     ``a_i = a_1 * decay^(i-1)`` (:func:`inference_factory.kernels.speculative.acceptance_by_position`,
     decay ``configs/realism.toml`` ``[speculative]``, a component measurement of the MTP
@@ -319,7 +320,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     draft_model = kwargs.get("draft_model")
     if draft_depth is None:
         draft_depth = (0, 1, 2, 3) if (m.n_mtp_modules or draft_model) else (0,)
-    engine_kw = _with_acceptance(m, kwargs, draft_depth)
+    engine_kw = with_mtp_acceptance(m, kwargs, draft_depth)
     overlaps = list(overlap) if overlap is not None else (
         ["none", "two-batch"] if m.is_moe else ["none"])
     grid = dict(batch_size=[float(b) for b in batch_size],

@@ -19,7 +19,7 @@ device's footing (:func:`~inference_factory.engine.uncertainty.structure_ln`, me
 roofline-only; not with ``uncertainty="components"``). It never moves the point.
 
 A draft's acceptance: the plan runs an MTP draft with a per-position acceptance
-``a_1 delta^(i-1)`` (:func:`.plan._with_acceptance`); where ``acceptance_rate`` is left free
+``a_1 delta^(i-1)`` (:func:`.plan.with_mtp_acceptance`); where ``acceptance_rate`` is left free
 its range is drawn for ``a_1`` and the engine's decode figures are read at that draw's
 expected tokens per step
 (:func:`inference_factory.kernels.speculative.expected_tokens_per_step_sequence`):

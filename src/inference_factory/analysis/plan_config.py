@@ -41,7 +41,7 @@ _CONFIG_COST_KEYS = ("rental_usd_per_gpu_hour", "capex_usd_per_gpu", "depreciati
 
 #: The plan's figures an emitted config carries for ``simulate`` to compare against, as
 #: ``#plan KEY = VALUE`` comment lines (a factory config's schema has no table for them);
-#: :func:`inference_factory.factory.simulate.plan_check` reads them back.
+#: :func:`inference_factory.factory.plan_check.plan_check` reads them back.
 PLAN_FIGURES = ("mode", "hardware", "gpus", "decode_instances", "prefill_instances",
                 "decode_gpus", "prefill_gpus", "batch_per_gpu", "draft_depth",
                 "request_rate_per_s", "output_tokens_per_s_per_gpu",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import click
 
-from .. import units
 from ..errors import SpecError
 from ..output.tables import chosen_format, render
 from ..specs import grammar as g
@@ -18,7 +17,6 @@ TABLE_COLUMNS = ("concurrency", "total_token_throughput_per_gpu", "output_throug
                  "interactivity", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
                  "p99_tpot_ms", "median_e2el_ms", "decode_batch_per_rank",
                  "prefill_tokens_per_pass", "decode_binding_resource", "prefill_binding_resource")
-_PRECISIONS = click.Choice(list(units.PRECISIONS))
 
 
 def _concurrency(ctx, param, value):
@@ -44,17 +42,7 @@ def _concurrency(ctx, param, value):
               help="Disaggregated: N prefill instances of SHAPE, e.g. 2:tp=8.")
 @click.option("--decode-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
               help="Disaggregated: N decode instances of SHAPE, e.g. 1:dp=8,ep=8.")
-@click.option("--weight-precision", type=_PRECISIONS, default=None,
-              help="Dense weights (default: the model file's).")
-@click.option("--moe-precision", type=_PRECISIONS, default=None,
-              help="Routed experts (default: the model file's).")
-@click.option("--kv-precision", type=_PRECISIONS, default=None, help="KV cache (default bf16).")
-@click.option("--attention-precision", type=_PRECISIONS, default=None,
-              help="Attention math (default bf16).")
-@click.option("--dispatch-precision", type=_PRECISIONS, default=None,
-              help="EP dispatch payload (default fp8).")
-@click.option("--combine-precision", type=_PRECISIONS, default=None,
-              help="EP combine payload (default bf16).")
+@p.precision_options
 @click.option("--draft-depth", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Draft tokens per step (MTP or --draft-model).")
 @click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,

@@ -83,7 +83,7 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
     """Run one scenario on its trace."""
     from ..factory.compare import format_simulate, simulate_one
 
-    from ..factory.simulate import format_plan_check, plan_check
+    from ..factory.plan_check import format_plan_check, plan_check
 
     cfg = _load(config, n_requests, output, price_basis, power_basis)
     result = simulate_one(cfg, uncertainty=True if uncertainty else None)

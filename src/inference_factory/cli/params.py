@@ -181,6 +181,28 @@ class ValueParam(click.ParamType):
             raise click.UsageError(str(exc), ctx) from None
 
 
+#: One option per precision axis of the engine: (option, help). ``roofline`` and ``bench``
+#: take the same names; each defaults to the engine's (unset).
+PRECISION_OPTIONS = (
+    ("--weight-precision", "Non-expert weights (default: the model's)."),
+    ("--moe-precision", "Routed-expert weights (default: the model's)."),
+    ("--kv-precision", "KV cache (default bf16)."),
+    ("--attention-precision", "Attention core math (default bf16)."),
+    ("--dispatch-precision", "MoE all-to-all dispatch (default fp8)."),
+    ("--combine-precision", "MoE all-to-all combine (default bf16)."),
+)
+
+
+def precision_options(func):
+    """The engine's precision options (:data:`PRECISION_OPTIONS`), as ``roofline`` takes them."""
+    from .. import units
+
+    choice = click.Choice(list(units.PRECISIONS))
+    for opt, text_ in reversed(PRECISION_OPTIONS):
+        func = click.option(opt, type=choice, default=None, help=text_)(func)
+    return func
+
+
 def format_option(func):
     """``--format table|csv|json|markdown`` and its shorthand ``--json``."""
     func = click.option("--json", "as_json", is_flag=True,

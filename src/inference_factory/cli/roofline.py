@@ -11,12 +11,11 @@ import click
 
 from .. import units
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
-from .params import ValueParam
+from .params import ValueParam, precision_options
 from ..specs import load_hardware, load_model
 from .text import _dump_json, _g, _kv, _table
 
 
-_PRECISIONS = click.Choice(list(units.PRECISIONS))
 
 
 def _numeric_axis_options(func):
@@ -137,9 +136,9 @@ def _band_text(v: dict[str, Any]) -> str:
 
 def _footing_text(ops, phase: str) -> str:
     """``measured 76%, interpolated 18%, ...``: each cost source's share of a pass's op time
-    (:func:`inference_factory.analysis.plan_candidates.op_source_shares`) and the label."""
-    from ..analysis.plan_candidates import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
-                                            op_source_shares)
+    (:func:`inference_factory.analysis.plan_footing.op_source_shares`) and the label."""
+    from ..analysis.plan_footing import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
+                                         op_source_shares)
 
     sh = op_source_shares(ops[f"{phase}_op_time_s"].values, ops[f"{phase}_op_source"].values)
     label = footing_label(sum(sh.get(k, 0.0) for k in MEASURED_SOURCES),
@@ -158,17 +157,7 @@ def _footing_text(ops, phase: str) -> str:
               help="Attention data-parallel degree (default 1); tp x dp GPUs per instance.")
 @click.option("--ep", type=ValueParam("ep"), default=None, help="Expert-parallel degree (default 1).")
 @_numeric_axis_options
-@click.option("--weight-precision", type=_PRECISIONS, default=None,
-              help="Non-expert weights (default: the model's).")
-@click.option("--moe-precision", type=_PRECISIONS, default=None,
-              help="Routed-expert weights (default: the model's).")
-@click.option("--kv-precision", type=_PRECISIONS, default=None, help="KV cache (default bf16).")
-@click.option("--attention-precision", type=_PRECISIONS, default=None,
-              help="Attention core math (default bf16).")
-@click.option("--dispatch-precision", type=_PRECISIONS, default=None,
-              help="MoE all-to-all dispatch (default fp8).")
-@click.option("--combine-precision", type=_PRECISIONS, default=None,
-              help="MoE all-to-all combine (default bf16).")
+@precision_options
 @click.option("--overlap", type=click.Choice(list(typing.get_args(Overlap))), default=None,
               help="Overlap policy (default none).")
 @click.option("--cache-tier", type=click.Choice(list(typing.get_args(CacheTier))), default=None,

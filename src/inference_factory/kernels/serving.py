@@ -309,18 +309,6 @@ def prompts_per_pass(*, request_rate_per_s, gather_window_s, in_service, max_pro
     return np.clip(k, 1.0, np.maximum(np.minimum(in_service, max_prompts), 1.0))
 
 
-def first_wave_ttft_s(*, wave_requests, prompts_per_pass, pass_s):
-    r"""Mean time to first token of the requests of a run's first wave.
-
-    .. math:: \bar T_1 = t\, \frac{\lceil N / k \rceil + 1}{2}
-
-    A benchmark starts its N clients at once on an idle engine (after its warm-ups have
-    drained): the N prompts are prefilled back to back in passes of k, and the j-th pass's
-    prompts see j passes; their mean over the passes.
-    """
-    return pass_s * (np.ceil(wave_requests / np.maximum(prompts_per_pass, 1.0)) + 1.0) / 2.0
-
-
 def kv_transfer_s(*, prompt_tokens, kv_bytes_per_token, link_bytes_per_s, latency_s):
     r"""Time to move a prompt's KV cache from a prefill to a decode instance.
 

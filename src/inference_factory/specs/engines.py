@@ -34,12 +34,24 @@ class ServingEngine:
     stream_interval_tokens: int
     host_s_per_decode_step: float
     host_s_per_prefill_pass: float
+    dp_attention_divides_limits: bool = False
     path: str = ""
 
     def pass_tokens(self, dp_attention: bool) -> int:
         """Prompt tokens one prefill pass (or one mixed step) takes per DP rank."""
         return (self.prefill_tokens_per_pass_dp_attention if dp_attention
                 else self.prefill_tokens_per_pass)
+
+    def pass_tokens_per_rank(self, dp: int) -> float:
+        """Prompt tokens per pass of one attention-DP rank: the flag's value, divided among
+        the ``dp`` ranks where the engine divides it (``dp_attention_divides_limits``)."""
+        tokens = float(self.pass_tokens(dp > 1))
+        return tokens / dp if (dp > 1 and self.dp_attention_divides_limits) else tokens
+
+    def requests_per_rank(self, dp: int) -> float:
+        """Requests in service per attention-DP rank at most (the same division)."""
+        cap = float(self.max_running_requests)
+        return cap / dp if (dp > 1 and self.dp_attention_divides_limits) else cap
 
     def recv_interval(self, concurrency, dp_attention: bool):
         """Decode steps between two polls for new requests at each concurrency (an array)."""

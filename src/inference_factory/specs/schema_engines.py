@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..bounds import MAX_BATCH, MAX_TOKENS
-from .schema_base import _Schema, count, num, text
+from .schema_base import _Schema, count, flag, num, text
 
 #: Host seconds per step or pass: a second is 10^4 x any published scheduler step.
 MAX_HOST_S = 1.0
@@ -35,6 +35,8 @@ class ServingEngineEntry(_Schema):
     stream_interval_tokens: count(1, 10_000, "decode tokens per streamed chunk")
     host_s_per_decode_step: num(0.0, MAX_HOST_S, "host time a decode step adds to its GPU time, s")
     host_s_per_prefill_pass: num(0.0, MAX_HOST_S, "host time a prefill pass adds, s")
+    dp_attention_divides_limits: flag("under DP attention the pass budget and the request "
+                                      "cap are the instance's, divided among its DP ranks")
 
 
 class ServingEnginesFile(_Schema):
