@@ -12,7 +12,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 

@@ -4,7 +4,6 @@ the measured MXFP4 x BF16 MoE rows where the device has them."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from inference_factory.engine import evaluate
