@@ -30,7 +30,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "SpecError": ".errors",
     "HardwareSpec": ".specs", "ModelSpec": ".specs", "list_hardware": ".specs",
-    "list_models": ".specs", "load_hardware": ".specs", "load_model": ".specs",
+    "list_models": ".specs", "load_hardware": ".specs", "load_model": ".engine.architecture",
+    "architecture": ".engine.architecture",
     "Realism": ".specs.realism", "load_realism": ".specs.realism",
     "evaluate": ".engine.inputs", "to_dataframe": ".engine",
     "plan": ".analysis.plan",

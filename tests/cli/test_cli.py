@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import inference_factory as inf
+from inference_factory.engine.architecture import architecture
 from inference_factory import units
 from inference_factory.cli import cli, main
 
@@ -141,8 +142,8 @@ def test_models_list(run):
     llama = rows["Llama-3.1-8B"]
     assert llama[1] == "dense" and llama[-2] == llama[-1] == "8.0"
     m = inf.load_model("Mixtral-8x7B")
-    assert rows["Mixtral-8x7B"][-2:] == [f"{m.total_params / 1e9:.1f}",
-                                         f"{m.active_params() / 1e9:.1f}"]
+    assert rows["Mixtral-8x7B"][-2:] == [f"{architecture(m).total_params / 1e9:.1f}",
+                                         f"{architecture(m).active_params() / 1e9:.1f}"]
 
 
 def test_models_show_text(run):
@@ -151,15 +152,15 @@ def test_models_show_text(run):
     assert out.startswith("DeepSeek-V3")
     assert "mla" in out and "KV LoRA rank" in out
     assert re.search(r"routed experts\s+256", out)
-    assert f"{m.total_params / 1e9:.2f} B" in out
-    assert f"{m.active_params() / 1e9:.2f} B" in out
+    assert f"{architecture(m).total_params / 1e9:.2f} B" in out
+    assert f"{architecture(m).active_params() / 1e9:.2f} B" in out
     assert re.search(r"KV bytes/token bf16\s+70,272\b", out)
-    assert f"{m.kv_bytes_per_token('fp8'):,.0f}" in out
+    assert f"{architecture(m).kv_bytes_per_token('fp8'):,.0f}" in out
 
 
 def test_models_show_json(run):
     data = json.loads(ok(run("models", "show", "DeepSeek-V3", "--json")))
-    ref = inf.load_model("DeepSeek-V3").to_dict()
+    ref = architecture(inf.load_model("DeepSeek-V3")).to_dict()
     assert data["derived"] == ref["derived"]
     assert data["n_routed_experts"] == 256 and data["attention_kind"] == "mla"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from inference_factory.engine.architecture import architecture
 from inference_factory import units
 from inference_factory.errors import SpecError
 from inference_factory.specs.realism import TERMS, Realism, load_realism
@@ -24,8 +25,9 @@ from inference_factory.specs import (
     list_hardware,
     list_models,
     load_hardware,
-    load_model,
 )
+# the public loader: the file's own rules and its attention kinds' (engine/attention)
+from inference_factory import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 HARDWARE_FILES = sorted((REPO / "hardware").glob("*.toml"))
@@ -88,11 +90,11 @@ def test_model_file_loads(path):
     m = load_model(path)
     assert m.name == path.stem
     assert load_model(path.stem, folder=path.parent).name == m.name
-    assert m.total_params > 0
-    assert 0 < m.active_params() <= m.total_params
-    assert m.active_params(include_embedding=False) < m.active_params()
-    assert m.kv_bytes_per_token("bf16") > 0
-    assert m.kv_bytes_per_token("fp8") < m.kv_bytes_per_token("bf16")
+    assert architecture(m).total_params > 0
+    assert 0 < architecture(m).active_params() <= architecture(m).total_params
+    assert architecture(m).active_params(include_embedding=False) < architecture(m).active_params()
+    assert architecture(m).kv_bytes_per_token("bf16") > 0
+    assert architecture(m).kv_bytes_per_token("fp8") < architecture(m).kv_bytes_per_token("bf16")
     assert m.weight_precision in units.PRECISIONS
     assert m.expert_precision in units.PRECISIONS
 
@@ -127,57 +129,57 @@ PARAM_RTOL = 0.005  # 0.5%: models.csv rounds to 0.01 B
 def test_model_params_match_models_csv(name):
     total_b, active_b, incl_emb, _ = MODELS_CSV[name]
     m = load_model(name)
-    assert m.total_params == pytest.approx(total_b * 1e9, rel=PARAM_RTOL)
-    assert m.active_params(include_embedding=incl_emb) == pytest.approx(active_b * 1e9,
+    assert architecture(m).total_params == pytest.approx(total_b * 1e9, rel=PARAM_RTOL)
+    assert architecture(m).active_params(include_embedding=incl_emb) == pytest.approx(active_b * 1e9,
                                                                         rel=PARAM_RTOL)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS_CSV))
 def test_model_kv_bytes_match_models_csv(name):
     kv_bf16 = MODELS_CSV[name][3]
-    assert load_model(name).kv_bytes_per_token("bf16") == kv_bf16
+    assert architecture(load_model(name)).kv_bytes_per_token("bf16") == kv_bf16
 
 
 def test_deepseek_v3_pinned():
     # shared/reference/models.csv (computed columns)
     m = load_model("DeepSeek-V3")
-    assert m.total_params == pytest.approx(671.03e9, rel=PARAM_RTOL)
-    assert m.active_params(include_embedding=True) == pytest.approx(37.55e9, rel=PARAM_RTOL)
+    assert architecture(m).total_params == pytest.approx(671.03e9, rel=PARAM_RTOL)
+    assert architecture(m).active_params(include_embedding=True) == pytest.approx(37.55e9, rel=PARAM_RTOL)
     # 61 x (512 latent + 64 rope) x 2 B (= ISCA'25 Table 1)
-    assert m.kv_bytes_per_token("bf16") == 70_272
-    assert m.kv_bytes_per_token_per_layer("bf16") == 1_152
+    assert architecture(m).kv_bytes_per_token("bf16") == 70_272
+    assert architecture(m).kv_bytes_per_token_per_layer("bf16") == 1_152
     # FlashMLA FP8 format: 512 fp8 latent + 64 x 2 B bf16 rope + 4 x 4 B fp32 scales = 656 B
-    assert m.kv_bytes_per_token_per_layer("fp8") == 656
-    assert m.kv_bytes_per_token("fp8") == 40_016 == 656 * 61
+    assert architecture(m).kv_bytes_per_token_per_layer("fp8") == 656
+    assert architecture(m).kv_bytes_per_token("fp8") == 40_016 == 656 * 61
 
 
 def test_llama_3_1_405b_kv():
     # shared/reference/models.csv (computed columns): 2 x 126 x 8 x 128 x 2 B
-    assert load_model("Llama-3.1-405B").kv_bytes_per_token("bf16") == 516_096
+    assert architecture(load_model("Llama-3.1-405B")).kv_bytes_per_token("bf16") == 516_096
 
 
 def test_gpt_oss_120b_pinned():
     # shared/reference/models.csv (computed columns); active EXCLUDES the input embedding
     m = load_model("gpt-oss-120b")
-    assert m.total_params == pytest.approx(116.83e9, rel=PARAM_RTOL)
-    assert m.active_params(include_embedding=False) == pytest.approx(5.13e9, rel=PARAM_RTOL)
+    assert architecture(m).total_params == pytest.approx(116.83e9, rel=PARAM_RTOL)
+    assert architecture(m).active_params(include_embedding=False) == pytest.approx(5.13e9, rel=PARAM_RTOL)
     # models.csv note: "incl. embedding = 5.71B"
-    assert m.active_params(include_embedding=True) == pytest.approx(5.71e9, rel=PARAM_RTOL)
+    assert architecture(m).active_params(include_embedding=True) == pytest.approx(5.71e9, rel=PARAM_RTOL)
 
 
 def test_gpt_oss_20b_active_including_embedding():
     # shared/reference/models.csv active_params_note: "incl. embedding = 4.19B"
     m = load_model("gpt-oss-20b")
-    assert m.active_params(include_embedding=True) == pytest.approx(4.19e9, rel=PARAM_RTOL)
+    assert architecture(m).active_params(include_embedding=True) == pytest.approx(4.19e9, rel=PARAM_RTOL)
 
 
 def test_llama_2_7b_total():
     # HF meta-llama/Llama-2-7b-hf: 6,738,415,616 parameters (safetensors metadata)
     m = load_model("Llama-2-7B")
-    assert m.total_params == pytest.approx(6_738_415_616, rel=0.001)
-    assert m.total_params == pytest.approx(6.74e9, rel=0.001)
+    assert architecture(m).total_params == pytest.approx(6_738_415_616, rel=0.001)
+    assert architecture(m).total_params == pytest.approx(6.74e9, rel=0.001)
     assert not m.is_moe
-    assert m.active_params() == m.total_params
+    assert architecture(m).active_params() == architecture(m).total_params
 
 
 # ============================================================================================

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..engine.architecture import architecture
 from ..errors import SpecError
 from ..kernels import serving as ks
 from ..specs import load_hardware, load_model
@@ -420,7 +421,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp
         rl = _realism(False, realism)
         link = hw.scale_out_bw_bytes_per_s * p_pool.tp * rl.out_frac
         transfer = float(ks.kv_transfer_s(prompt_tokens=i_mean,
-                                          kv_bytes_per_token=m.kv_bytes_per_token(
+                                          kv_bytes_per_token=architecture(m).kv_bytes_per_token(
                                               axes.get("kv_precision", "bf16")),
                                           link_bytes_per_s=link, latency_s=rl.out_latency_s))
     prompts = (np.asarray([10 * c for c in conc], dtype=float) if num_prompts is None

@@ -154,15 +154,33 @@ def models_list() -> None:
         except SpecError as exc:     # one broken file does not hide the others
             rows.append((name, _unloadable(exc), "", "", ""))
             continue
-        rows.append((m.name, _kind(m), m.attention_kind.upper(),
-                     f"{m.total_params / 1e9:.1f}", f"{m.active_params() / 1e9:.1f}"))
+        try:
+            arch = _architecture(m)
+        except SpecError as exc:
+            rows.append((name, _unloadable(exc), "", "", ""))
+            continue
+        rows.append((m.name, _kind(m), _attention(m),
+                     f"{arch.total_params / 1e9:.1f}", f"{arch.active_params() / 1e9:.1f}"))
     click.echo(_table(["NAME", "KIND", "ATTENTION", "TOTAL (B)", "ACTIVE (B)"], rows,
                       right=(3, 4)))
 
 
+def _architecture(m: ModelSpec):
+    """The model's counts and memory from its attention kinds (the engine: numpy loads here,
+    not when the command line starts)."""
+    from ..engine.architecture import architecture
+    return architecture(m)
+
+
+def _attention(m: ModelSpec) -> str:
+    """The attention kinds of the layer mix, upper case (``MLA``; ``GDN+GQA`` for a hybrid)."""
+    return "+".join(dict.fromkeys(grp.attention.upper() for grp in m.layer_mix))
+
+
 def _model_lines(m: ModelSpec) -> list[str]:
-    d = m.to_dict()["derived"]
-    lines = [f"{m.name}  ({_kind(m)}, {m.attention_kind.upper()})"]
+    arch = _architecture(m)
+    d = arch.derived()
+    lines = [f"{m.name}  ({_kind(m)}, {_attention(m)})"]
     lines += _kv([("aliases", ", ".join(m.aliases) or "-"), ("hf repo", m.hf_repo),
                   ("file", m.path), ("source", m.source),
                   ("weight precision", m.weight_precision),
@@ -178,9 +196,11 @@ def _model_lines(m: ModelSpec) -> list[str]:
     att = [("kind", m.attention_kind), ("query heads", str(m.n_q_heads)),
            ("KV heads", str(m.n_kv_heads)), ("head dim qk / v", f"{m.head_dim_qk} / {m.head_dim_v}"),
            ("bias", "yes" if m.attention_bias else "no")]
-    if m.is_mla:
-        att += [("q LoRA rank", str(m.q_lora_rank)), ("KV LoRA rank", str(m.kv_lora_rank)),
-                ("qk nope / rope head dim", f"{m.qk_nope_head_dim} / {m.qk_rope_head_dim}")]
+    att += arch.primary_kind.describe(m)
+    if len({(grp.attention, grp.window) for grp in m.layer_mix}) > 1:
+        att.append(("layer mix", ", ".join(
+            f"{grp.count} {grp.attention}" + (f" (window {grp.window})" if grp.window else "")
+            + f" + {grp.mlp}" for grp in m.layer_mix)))
     if m.n_sliding_window_layers:
         att += [("sliding window", f"{m.sliding_window_tokens} tokens on "
                                    f"{m.n_sliding_window_layers} of {m.n_layers} layers")]
@@ -207,7 +227,9 @@ def _model_lines(m: ModelSpec) -> list[str]:
            ("active params", f"{d['active_params'] / 1e9:.2f} B (incl. input embedding; "
                              f"{d['active_params_excluding_embedding'] / 1e9:.2f} B without)"),
            ("KV bytes/token bf16", f"{d['kv_bytes_per_token_bf16']:,.0f}{kv_note}"),
-           ("KV bytes/token fp8", f"{d['kv_bytes_per_token_fp8']:,.0f}{kv_note}")]
+           ("KV bytes/token fp8", f"{d['kv_bytes_per_token_fp8']:,.0f}{kv_note}"),
+           ("state bytes/sequence bf16", f"{d['state_bytes_per_sequence_bf16']:,.0f} "
+                                         "(independent of context)")]
     if m.n_mtp_modules:
         der.append(("MTP params per module", f"{d['mtp_params_per_module'] / 1e9:.2f} B"))
     lines += _kv(der)
@@ -221,7 +243,7 @@ def models_show(name: str, as_json: bool) -> None:
     """Show one model (NAME: name, alias or path to a TOML file)."""
     m = load_model(name)
     if as_json:
-        _dump_json(m.to_dict())
+        _dump_json(_architecture(m).to_dict())
         return
     click.echo("\n".join(_model_lines(m)))
 

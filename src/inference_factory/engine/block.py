@@ -17,6 +17,7 @@ from ..specs import ModelSpec
 from . import grid as G
 from . import schedule as S
 from .cost import Cost, cost_ops
+from .architecture import architecture
 from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
                        mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops
@@ -155,13 +156,9 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
                    kv_len=P, logit_tokens_per_seq=1.0, phase="prefill", micro_batches=mb)
     tier_bw = {"hbm": hw.hbm_bw_bytes_per_s, "dram": hw.host_dram_bw_bytes_per_s,
                "nvme": hw.nvme_bw_bytes_per_s / hw.gpus_per_node}[g.tier]
-    kvl = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
-    restore_s = (kcache.kv_restore_s(restored_tokens=Bp * cached,
-                                     kv_bytes_per_token=kvl * m.n_full_attention_layers,
-                                     tier_bytes_per_s=tier_bw)
-                 + kcache.kv_restore_s(restored_tokens=Bp * np.minimum(cached, m.sliding_window_tokens),
-                                       kv_bytes_per_token=kvl * m.n_sliding_window_layers,
-                                       tier_bytes_per_s=tier_bw))
+    arch = architecture(m)
+    restore_s = arch.restore_s(g.kvprec, sequences=Bp, cached_tokens=cached, tp=g.tp,
+                               tier_bytes_per_s=tier_bw)
     # restoration is prefetched by the copy engines while the GPU computes other requests:
     # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
     pre_s = pre["step_s"]
@@ -188,10 +185,8 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
                    + weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
     final = np.where(ax["final_len"] > 0, ax["final_len"], ctx)
     final = np.maximum(final, ctx)
-    kv_per_seq = kmem.kv_cache_bytes(
-        sequences=1.0, kv_len_tokens=final, kv_bytes_per_token_full=m.kv_bytes_per_token(g.kvprec),
-        kv_bytes_per_token_window=m.n_sliding_window_layers * m.kv_bytes_per_token_per_layer(g.kvprec),
-        window_tokens=m.sliding_window_tokens, kv_split=g.kv_split)
+    # each layer kind's bytes per token of context and per sequence (engine/attention)
+    kv_per_seq = arch.sequence_bytes(g.kvprec, final, g.tp)
     act_per_seq = activation_bytes_per_token(g) * (1.0 + d)
     reserve = kmem.runtime_reserve_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
                                          reserve_frac=rl.reserve_frac)

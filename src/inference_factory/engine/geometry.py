@@ -16,6 +16,8 @@ from ..kernels import moe as kmoe
 from ..specs.realism import Realism
 from ..bounds import MAX_GPUS
 from ..specs import HardwareSpec, ModelSpec
+from .architecture import architecture
+from .precision import WEIGHT_ONLY_FORMATS, compute_precision  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,6 @@ class Geom:
         (DeepSeek-V3 and gpt-oss keep them BF16)."""
         return self.wprec if units.BYTES_PER_ELEMENT[self.wprec] >= 2 else "bf16"
 
-    @property
-    def kv_split(self) -> float:
-        """GPUs of a TP group over which one sequence's KV is partitioned. MLA's latent is
-        shared by all heads, so TP replicates it (hence DP attention for MLA models)."""
-        if self.m.is_mla:
-            return 1.0
-        return float(min(self.tp, self.m.n_kv_heads))
 
 
 def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Realism,
@@ -73,6 +68,7 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
             raise SpecError(f"{key} = {v!r} must be an integer in [1, {MAX_GPUS:,}]")
         return int(v)
 
+    architecture(m)                      # the attention kinds check their keys
     tp, dp, ep = pos_int("tp"), pos_int("dp"), pos_int("ep")
     if m.n_q_heads % tp:
         raise SpecError(f"tp = {tp} must divide the {m.n_q_heads} attention heads of "
@@ -138,26 +134,6 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
                 bins=bins)
 
 
-#: Weight formats a device without their tensor cores runs weight-only: stored in the
-#: format, dequantised in the kernel and multiplied at 16 bits (vLLM's Marlin and SGLang's
-#: MXFP4 x BF16 MoE kernels on Hopper and Ampere; AIConfigurator measures the latter on H100
-#: and H200, the ``w4a16_mxfp4`` rows of their MoE tables).
-WEIGHT_ONLY_FORMATS = ("fp4", "fp8")
-
-
-def compute_precision(hw: HardwareSpec, precision: str) -> str | None:
-    """The tensor-core precision a GEMM whose weights are stored in ``precision`` runs at on
-    ``hw``: the precision itself where the device has its tensor cores; else, for a 4- or
-    8-bit weight format, weight-only at BF16 (FP16 where the device lists no BF16 rate);
-    None where neither applies."""
-    rates = hw.dense_flop_per_s
-    if precision in rates:
-        return precision
-    if precision in WEIGHT_ONLY_FORMATS:
-        return "bf16" if "bf16" in rates else ("fp16" if "fp16" in rates else None)
-    return None
-
-
 def for_draft(g: Geom, draft: ModelSpec) -> Geom:
     """The block's choices applied to a separate draft model: one micro-batch, and the
     draft's own expert popularity (at the block's skew) and placement if it is an MoE."""
@@ -220,10 +196,11 @@ def expert_placement(n_experts: int, top_k: int, pop, ep: int, redundant: int,
 
 @dataclass(frozen=True)
 class Layers:
-    """Which layers a pass runs: the main model, or one MTP draft module."""
+    """Which layers a pass runs: the main model, or one MTP draft module. ``attention``
+    lists (kind, window tokens, layers) of the attention mix (window 0: full context)."""
 
     n_total: int
-    n_window: int
+    attention: tuple[tuple[str, int, int], ...]
     n_dense_ffn: int
     n_moe: int
     dense_path_params: float
@@ -231,36 +208,36 @@ class Layers:
 
 
 def main_layers(m: ModelSpec) -> Layers:
-    return Layers(m.n_layers, m.n_sliding_window_layers, m.n_dense_layers, m.n_moe_layers,
-                  m.n_dense_path_params)
+    arch = architecture(m)
+    return Layers(m.n_layers, tuple(arch.groups()), m.n_dense_layers, m.n_moe_layers,
+                  arch.n_dense_path_params)
 
 
 def mtp_layers(m: ModelSpec) -> Layers:
-    """One MTP module: one transformer layer of the model's MoE (or dense) kind plus the
-    2h -> h projection; embedding and head are shared (DeepSeek-V3 report sec. 2.2)."""
+    """One MTP module: one transformer layer of the model's MoE (or dense) kind, with the
+    attention of ``[attention]``, plus the 2h -> h projection; embedding and head are shared
+    (DeepSeek-V3 report sec. 2.2)."""
     moe = 1 if m.is_moe else 0
-    params = (m.n_attention_params_per_layer + m.n_norm_params_per_layer
+    params = (architecture(m).n_attention_params_per_layer + m.n_norm_params_per_layer
               + (m.n_router_params_per_layer + m.n_shared_experts * m.n_expert_params if moe
                  else m.n_dense_ffn_params_per_layer)
               + 2.0 * m.hidden_size ** 2 + 3.0 * m.hidden_size)
-    return Layers(1, 0, 1 - moe, moe, params)
+    return Layers(1, ((m.attention_kind, 0, 1),), 1 - moe, moe, params)
 
 
 def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:
     """Weight bytes per GPU (``kernels.memory``): the dense path and the embedding/head
-    split over TP, MLA's replicated latent projections, the rank's routed-expert slots, and
+    split over TP, the attention kinds' replicated weights (MLA's latent projections), the rank's routed-expert slots, and
     (``with_mtp``) one MTP module."""
     m = g.m
     wb = units.BYTES_PER_ELEMENT[g.wprec]
     eb = units.BYTES_PER_ELEMENT[g.eprec]
     hb = units.BYTES_PER_ELEMENT[g.head_precision]
-    dense = kmem.sharded_weight_bytes(n_params=m.n_dense_path_params, bytes_per_param=wb,
+    arch = architecture(m)
+    dense = kmem.sharded_weight_bytes(n_params=arch.n_dense_path_params, bytes_per_param=wb,
                                       n_shards=g.tp)
-    if m.is_mla and g.tp > 1:
-        dense += kmem.mla_replicated_latent_bytes(
-            n_layers=m.n_layers, hidden_size=m.hidden_size, q_lora_rank=m.q_lora_rank,
-            kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.qk_rope_head_dim,
-            bytes_per_param=wb, tp=g.tp)
+    if g.tp > 1:        # weights an attention kind keeps whole on every TP rank (MLA's latent)
+        dense += arch.replicated_weight_bytes(g.tp, wb)
     heads = kmem.sharded_weight_bytes(n_params=m.n_embedding_params + m.n_lm_head_params,
                                       bytes_per_param=hb, n_shards=g.tp)
     experts = 0.0

@@ -9,142 +9,31 @@ is :mod:`.cost`; the schedule that combines costs into a step is :mod:`.schedule
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from .. import units
 from ..kernels import attention as katt
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
-from . import grid as G
 from . import measured as M
-from .geometry import Geom, Layers, compute_precision
+from .architecture import architecture
+from .attention import Pass, attention_ops
+from .geometry import Geom, Layers
+from .op import Op, gemm, gemm_dtype
+from .precision import compute_precision
 
-
-@dataclass
-class Op:
-    """One operation of a pass. ``flop``/``hbm_bytes`` are per call and per micro-batch."""
-
-    name: str
-    stream: str                  # "compute" | "comm"
-    stage: str                   # pipeline stage: attn0, attn1, shared, mlp, dispatch, combine,
-    #                              tp_attn, tp_ffn, head
-    count: float                 # calls per pass
-    flop: Any = 0.0
-    hbm_bytes: Any = 0.0
-    precision: str = "bf16"      # tensor-core rate of the roofline
-    rate: str = "gemm"           # realism class of the roofline: gemm | attention | moe | other
-    m_tokens: Any = 1.0          # GEMM M (small-M tile efficiency of the roofline model)
-    family: str = ""             # measured-table family ("" = roofline only)
-    keys: dict = field(default_factory=dict)     # exact keys of the family
-    nearest: dict = field(default_factory=dict)  # nearest-matched keys
-    fixed: dict = field(default_factory=dict)    # axes fixed for this block
-    coords: tuple = ()           # varying axes (arrays), in the family's axis order
-    pure_fn: Any = None          # pure roofline as a function of ``coords`` (table formula)
-    params: dict = field(default_factory=dict)   # what the cost needs beyond the above
-    #                                              (link model, kernel count, mean load)
-    fallback: tuple = ()         # (family, keys, nearest) tried when ``family`` has no rows
-    roof_mode: str = "separable"  # what pure_fn depends on (grid.interpolate_time)
-    pure_key: Any = None         # what pure_fn is a function of besides ``coords`` (hashable,
-    #                              its first item the hardware spec): its values at a table's
-    #                              nodes are then computed once (Curve.time_s)
-    source_cap: int = 3          # best source label the op may carry (grid.SOURCES; a
-    #                              substitute dtype's rows: extrapolated)
-
-
-def gemm_dtype(fmt: str, hw=None) -> str:
-    """Measured-table dtype of a GEMM whose weights are stored in scaling format ``fmt``
-    (``ModelSpec.quant_format``): FP8 per-tensor (``fp8``) or 128-block (``fp8_block``,
-    DeepGEMM), NVFP4, and MXFP4 run as MXFP4 x MXFP8 kernels where the device has FP8 tensor
-    cores (else MXFP4 x BF16); 16-bit weights read the BF16 tables."""
-    if fmt == "mxfp4":
-        # with FP4 tensor cores MXFP4 x MXFP8 (Blackwell); without, weight-only MXFP4 x BF16
-        return ("w4a8_mxfp4_mxfp8" if hw is None or "fp4" in hw.dense_flop_per_s
-                else "w4a16_mxfp4")
-    return fmt if fmt in ("fp8", "fp8_block", "nvfp4") else "bf16"
-
-
-#: Measured dtype tried where a family lacks a format's own rows: the same tensor-core
-#: precision in the format the tables hold (the dense GEMM tables have no MXFP4 rows).
-#: ASSUMPTION: MXFP4 and NVFP4 GEMMs run at one FP4 tensor-core rate (the same Blackwell
-#: FP4 peak for both in NVIDIA's B200 datasheet); NVFP4's finer scales (one per 16 against
-#: one per 32) read slightly more bytes, so the substitute is a little pessimistic.
-SUBSTITUTE_DTYPE = {"w4a8_mxfp4_mxfp8": "nvfp4"}
-
-
-def _gemm(g: Geom, name, stage, count, m, n, k, prec):
-    dtype = gemm_dtype(g.m.quant_format(prec), g.hw) if prec == g.wprec else gemm_dtype(prec)
-    dtype, cap = _table_dtype(g, "gemm", dtype)
-    b = units.BYTES_PER_ELEMENT[prec]          # weights read as stored; math at `comp`
-    comp = compute_precision(g.hw, prec) or prec
-    # HBM traffic is accounted as the weights (the hand roofline's convention: activations
-    # of a GEMM are small next to its weights in decode, and prefill is compute-bound); the
-    # measured-table reference roofline (pure_fn) also counts activations, see kernels.ops
-    return Op(name, "compute", stage, count,
-              flop=kops.gemm_flop(m=m, n=n, k=k),
-              hbm_bytes=kops.gemm_bytes(m=0.0, n=n, k=k, input_bytes=0.0, weight_bytes=b,
-                                        output_bytes=0.0),
-              precision=comp, rate="gemm", m_tokens=m, family="gemm", keys={"dtype": dtype},
-              fixed={"n": float(n), "k": float(k)}, coords=(m,),
-              pure_fn=lambda m_: M.gemm_roofline_s(g.hw, dtype, m_, n, k),
-              pure_key=(g.hw, "gemm", dtype, float(n), float(k)), source_cap=cap)
-
-
-def _table_dtype(g: Geom, family: str, dtype: str) -> tuple[str, int]:
-    """The dtype whose rows cost an op of ``family``, and the best source label it may
-    carry: ``dtype`` itself, or where the device's table lacks it its
-    :data:`SUBSTITUTE_DTYPE` (labelled extrapolated at best)."""
-    sub = SUBSTITUTE_DTYPE.get(dtype)
-    if sub is None or not g.rl.measured:
-        return dtype, G.MEASURED
-    tabs = M.tables_for(g.hw)
-    if tabs is None or not tabs.has(family) or tabs.curve(family, {"dtype": dtype}, {}) is not None:
-        return dtype, G.MEASURED
-    return sub, G.EXTRAPOLATED
-
-
-def _attention_mode(per_point_parameter) -> str:
-    """Attention rooflines are linear in the sequences; they depend on the coordinates only
-    where their other parameter (draft tokens, the new share of a prompt) is one number."""
-    return "separable" if np.ndim(per_point_parameter) == 0 else "linear_first"
-
-
-def _bmm_fn(hw, dtype, heads, k_dim, n_dim):
-    return lambda t_: M.bmm_roofline_s(hw, dtype, t_, heads, k_dim, n_dim)
-
-
-def _prefill_fn(roofline, head, new_tokens, cached_tokens, **kw):
-    """Prefill attention roofline as a function of (prompts, total length S), keeping the
-    point's split of S into new and cached tokens."""
-    f_new = new_tokens / (new_tokens + cached_tokens)
-    return lambda b_, s_: roofline(*head, b_, s_ * f_new, s_ * (1.0 - f_new), **kw)
-
-
-def _kv_read(seqs, kv_len, kv_bytes_per_token, window):
-    """KV bytes one layer reads (``kernels.attention.kv_read_bytes``): a full-attention layer
-    (``window`` None) all ``kv_len`` tokens, a window layer at most ``window`` of them."""
-    if window is None:
-        return katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len,
-                                  kv_bytes_per_token_full=kv_bytes_per_token,
-                                  kv_bytes_per_token_window=0.0, window_tokens=0.0)
-    return katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len, kv_bytes_per_token_full=0.0,
-                              kv_bytes_per_token_window=kv_bytes_per_token, window_tokens=window)
+__all__ = ["Op", "layer_ops", "moe_op", "other_kernel_count"]
 
 
 def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
               logit_tokens_per_seq, phase: str) -> list[Op]:
     """Operations of one pass of ``seqs`` sequences (per attention-DP rank and micro-batch)
     each adding ``new_tokens`` after ``cached_tokens``; decode reads ``kv_len`` tokens of KV."""
-    m, hw = g.m, g.hw
+    m = g.m
     tp = g.tp
     T = seqs * new_tokens                    # tokens per DP rank and micro-batch
     h = m.hidden_size
     wp, hp = g.wprec, g.head_precision
-    heads = m.n_q_heads / tp
-    n_full = L.n_total - L.n_window
-    kv_dtype = "fp8" if g.kvprec in ("fp8", "fp4") else "bf16"
     ops: list[Op] = []
     if phase == "decode" and g.dp > 1 and g.rl.routing:
         # the busiest attention-DP rank holds more KV than the mean: it sets the pace
@@ -152,127 +41,22 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                                      n_ranks=g.dp)
         kv_len, cached_tokens = kv_len * f, cached_tokens * f
 
-    # ---- attention block ------------------------------------------------------------------
-    if m.is_mla:
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        # the latent down-projections are replicated on every GPU of a TP group (SGLang,
-        # vLLM); without a query latent the query projection is split by heads
-        fused_n = (m.q_lora_rank or heads * qk) + m.kv_lora_rank + m.qk_rope_head_dim
-        ops.append(_gemm(g, "q_a_kv_a", "attn0", L.n_total, T, fused_n, h, wp))
-        if m.q_lora_rank:
-            ops.append(_gemm(g, "q_b", "attn0", L.n_total, T, heads * qk, m.q_lora_rank, wp))
-        if phase == "decode":
-            bdt = "fp8" if wp == "fp8" else "bf16"
-            for name, k_dim, n_dim, fam, stage in (
-                    ("w_uk", m.qk_nope_head_dim, m.kv_lora_rank, "mla_bmm_pre", "attn0"),
-                    ("w_uv", m.kv_lora_rank, m.head_dim_v, "mla_bmm_post", "attn1")):
-                wb = units.BYTES_PER_ELEMENT[bdt]
-                ops.append(Op(name, "compute", stage, L.n_total,
-                              flop=heads * kops.gemm_flop(m=T, n=n_dim, k=k_dim),
-                              hbm_bytes=heads * kops.gemm_bytes(m=0.0, n=n_dim, k=k_dim,
-                                                                input_bytes=0.0, weight_bytes=wb,
-                                                                output_bytes=0.0),
-                              precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
-                              fixed={"num_heads": heads}, coords=(T,),
-                              pure_fn=_bmm_fn(hw, bdt, heads, k_dim, n_dim)))
-            pos = katt.causal_attended_positions(new_tokens=new_tokens,
-                                                 cached_tokens=cached_tokens)
-            flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
-                                                      kv_lora_rank=m.kv_lora_rank,
-                                                      qk_rope_head_dim=m.qk_rope_head_dim)
-            kvl = m.kv_bytes_per_token_per_layer(g.kvprec)
-            kvb = katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len,
-                                     kv_bytes_per_token_full=kvl, kv_bytes_per_token_window=0.0,
-                                     window_tokens=0.0)
-            ops.append(Op("attention", "compute", "attn1", n_full, flop=flop,
-                          hbm_bytes=kvb + katt.kv_write_bytes(new_tokens=T,
-                                                              kv_bytes_per_token=kvl),
-                          precision=g.aprec, rate="attention", family="mla_decode",
-                          keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
-                          coords=(seqs, kv_len),
-                          pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
-                              hw, kv_dtype, heads, b_, L_, new_tokens, dims=M.mla_dims(m)),
-                          roof_mode=_attention_mode(new_tokens)))
-        else:
-            prefix = seqs * cached_tokens
-            ops.append(_gemm(g, "kv_b", "attn0", L.n_total, T + prefix,
-                             heads * (m.qk_nope_head_dim + m.head_dim_v), m.kv_lora_rank, wp))
-            pos = katt.causal_attended_positions(new_tokens=new_tokens,
-                                                 cached_tokens=cached_tokens)
-            flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
-                                                   head_dim_qk=m.head_dim_qk,
-                                                   head_dim_v=m.head_dim_v)
-            write = katt.kv_write_bytes(new_tokens=T,
-                                        kv_bytes_per_token=m.kv_bytes_per_token_per_layer(g.kvprec))
-            ops.append(Op("attention", "compute", "attn1", n_full, flop=flop, hbm_bytes=write,
-                          precision=g.aprec, rate="attention", family="mla_prefill",
-                          keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
-                          coords=(seqs, new_tokens + cached_tokens),
-                          pure_fn=_prefill_fn(M.mla_prefill_roofline_s, (hw, kv_dtype, heads),
-                                              new_tokens, cached_tokens, dims=M.mla_dims(m)),
-                          roof_mode=_attention_mode(new_tokens / (new_tokens + cached_tokens))))
-        ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, heads * m.head_dim_v, wp))
-    else:
-        d = m.head_dim_qk
-        kvh = max(m.n_kv_heads / tp, 1.0)
-        # KV heads are replicated where TP exceeds their count
-        qkv_n = m.n_q_heads * m.head_dim_qk / tp + kvh * (m.head_dim_qk + m.head_dim_v)
-        ops.append(_gemm(g, "qkv", "attn0", L.n_total, T, qkv_n, h, wp))
-        kvb_layer = m.kv_bytes_per_token_per_layer(g.kvprec) / g.kv_split
-        for name, count, window in (("attention", n_full, None),
-                                    ("attention_window", L.n_window, m.sliding_window_tokens)):
-            if not count:
-                continue
-            if phase == "decode":
-                ctx = kv_len if window is None else np.minimum(kv_len, window)
-                pos = (katt.causal_attended_positions(new_tokens=new_tokens,
-                                                      cached_tokens=cached_tokens)
-                       if window is None else katt.windowed_attended_positions(
-                           new_tokens=new_tokens, cached_tokens=cached_tokens,
-                           window_tokens=window))
-                fam, coords = "attention_decode", (seqs, ctx)
-                pure = (lambda b_, L_, nt=new_tokens:
-                        M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, b_, L_, nt))
-                mode = _attention_mode(new_tokens)
-                nbytes = (_kv_read(seqs, kv_len, kvb_layer, window)
-                          + katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer))
-            else:
-                ctx = cached_tokens if window is None else np.minimum(cached_tokens, window)
-                pos = (katt.causal_attended_positions(new_tokens=new_tokens, cached_tokens=cached_tokens)
-                       if window is None else katt.windowed_attended_positions(
-                           new_tokens=new_tokens, cached_tokens=cached_tokens,
-                           window_tokens=window))
-                # efficiency of a causal kernel over the whole prompt: with a cached prefix
-                # the same kernel runs fewer queries against the same keys
-                fam, coords = "attention_prefill", (seqs, new_tokens + cached_tokens)
-                pure = _prefill_fn(M.gqa_prefill_roofline_s, (hw, kv_dtype, heads, kvh, d),
-                                   new_tokens, cached_tokens, window=window)
-                mode = _attention_mode(new_tokens / (new_tokens + cached_tokens))
-                nbytes = (katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer)
-                          + _kv_read(seqs, cached_tokens, kvb_layer, window))
-            flop = seqs * katt.attention_core_flop(attended_positions=pos, n_q_heads=heads,
-                                                   head_dim_qk=m.head_dim_qk,
-                                                   head_dim_v=m.head_dim_v)
-            keys = {"kv_dtype": kv_dtype, "head_dim": d}
-            if phase == "prefill":     # the prefill tables hold BF16 and FP8 attention math
-                keys["attn_dtype"] = "fp8" if g.aprec in ("fp8", "fp4") else "bf16"
-            ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
-                          precision=g.aprec, rate="attention", family=fam, keys=keys,
-                          nearest={"num_heads": heads, "num_kv_heads": kvh},
-                          coords=coords, pure_fn=pure, roof_mode=mode))
-        ops.append(_gemm(g, "o_proj", "attn1", L.n_total, T, h, m.n_q_heads * m.head_dim_v / tp, wp))
+    # ---- attention blocks: each kind of the layer mix gives its own (engine/attention) ------
+    ops += attention_ops(g, L.attention, Pass(seqs=seqs, new_tokens=new_tokens,
+                                              cached_tokens=cached_tokens, kv_len=kv_len,
+                                              tokens=T, phase=phase))
 
     # ---- feed-forward -------------------------------------------------------------------------
     if L.n_dense_ffn:
         i = m.dense_intermediate_size / tp
-        ops.append(_gemm(g, "ffn_gate_up", "shared", L.n_dense_ffn, T, 2 * i, h, wp))
-        ops.append(_gemm(g, "ffn_down", "shared", L.n_dense_ffn, T, h, i, wp))
+        ops.append(gemm(g, "ffn_gate_up", "shared", L.n_dense_ffn, T, 2 * i, h, wp))
+        ops.append(gemm(g, "ffn_down", "shared", L.n_dense_ffn, T, h, i, wp))
     if m.is_moe and L.n_moe:
-        ops.append(_gemm(g, "router", "attn1", L.n_moe, T, m.n_routed_experts, h, "bf16"))
+        ops.append(gemm(g, "router", "attn1", L.n_moe, T, m.n_routed_experts, h, "bf16"))
         if m.n_shared_experts:
             i = m.n_shared_experts * m.expert_intermediate_size / tp
-            ops.append(_gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
-            ops.append(_gemm(g, "shared_down", "shared", L.n_moe, T, h, i, wp))
+            ops.append(gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
+            ops.append(gemm(g, "shared_down", "shared", L.n_moe, T, h, i, wp))
         ops.append(moe_op(g, L, T, phase))
         # Experts over EP ranks move tokens by all-to-all only where attention is data
         # parallel (each rank holds its own tokens). Under attention TP (dp = 1) every rank
@@ -315,7 +99,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     # ---- embedding, lm_head, and the small kernels between the GEMMs ----------------------------
     if L.logits:
         logit_tokens = seqs * logit_tokens_per_seq
-        lm = _gemm(g, "lm_head", "head", 1, logit_tokens, m.vocab_size / tp, h, hp)
+        lm = gemm(g, "lm_head", "head", 1, logit_tokens, m.vocab_size / tp, h, hp)
         lm.hbm_bytes = lm.hbm_bytes + T * h * units.BYTES_PER_ELEMENT[hp] / tp   # embedding rows
         ops.append(lm)
     # norm weights are read once per layer (plus the final norm); the activation traffic of
@@ -377,7 +161,7 @@ def other_kernel_count(g: Geom, L: Layers) -> float:
     """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
     activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
     ok = g.rl.other_kernels
-    per_layer = ok["mla"] if g.m.is_mla else ok["gqa"]
+    per_layer = architecture(g.m).other_kernels_per_layer(ok)
     quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
     n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)

@@ -216,7 +216,7 @@ def _touch(y, node, base, caps):
 
 
 @numba.njit(cache=True)
-def _simulate_compiled(offsets, items, own, size, caps_arr):
+def _simulate_compiled(offsets, items, own, size, tokens, caps_arr):
     n = offsets.size - 1
     base = size.size
     caps = (caps_arr[0], caps_arr[1], caps_arr[2])
@@ -232,7 +232,7 @@ def _simulate_compiled(offsets, items, own, size, caps_arr):
             t = node[y, _TIER]
             if t < 0:
                 break
-            hits[t, r] += node[y, _TOKENS]
+            hits[t, r] += tokens[y]
         for j in range(a, b):                    # 2. touch every chain item, then own
             _touch(items[j], node, base, caps)
         if own[r] >= 0:
@@ -240,7 +240,8 @@ def _simulate_compiled(offsets, items, own, size, caps_arr):
     return hits, node[base:, _PEAK].copy()
 
 
-def simulate_prefix_cache(trace: Trace, capacity_tokens: Sequence[float]) -> CacheResult:
+def simulate_prefix_cache(trace: Trace, capacity_tokens: Sequence[float],
+                          snapshot_tokens: float = 0.0) -> CacheResult:
     """Run ``trace`` through the three-tier exact-prefix LRU cache (module docstring).
 
     Parameters
@@ -249,6 +250,11 @@ def simulate_prefix_cache(trace: Trace, capacity_tokens: Sequence[float]) -> Cac
         Requests in arrival order with their prefix chains.
     capacity_tokens : (hbm, dram, nvme)
         Tier capacities. [tokens]
+    snapshot_tokens : float
+        Room each cached item takes beyond its tokens, in tokens of KV: a model with
+        per-sequence state (a recurrent layer's) keeps a snapshot of it at the end of each
+        cached item, so that a hit can resume there (``Architecture.state_bytes_per_sequence``
+        over the KV bytes per token; 0 for KV-only models). Rounded up to whole tokens.
 
     Cost: compiled (numba), a few array reads and writes per chain item (about 50 ns),
     independent of the cache size; the first call in a fresh environment compiles (cached on
@@ -256,8 +262,11 @@ def simulate_prefix_cache(trace: Trace, capacity_tokens: Sequence[float]) -> Cac
     interpreted copy with an audit and a brute-force oracle (``tests/kvcache_oracle.py``).
     """
     caps = _capacities(capacity_tokens)
+    if not (math.isfinite(snapshot_tokens) and snapshot_tokens >= 0):
+        raise SpecError(f"snapshot_tokens = {snapshot_tokens!r} must be a finite number >= 0")
+    size = trace.item_tokens + np.int64(math.ceil(snapshot_tokens))
     hits, peak = _simulate_compiled(trace.chain_offsets, trace.chain_items, trace.own_item,
-                                    trace.item_tokens, np.asarray(caps, dtype=np.float64))
+                                    size, trace.item_tokens, np.asarray(caps, dtype=np.float64))
     return CacheResult(capacity_tokens=caps, input_tokens=trace.input_tokens,
                        hit_tokens_hbm=hits[0], hit_tokens_dram=hits[1], hit_tokens_nvme=hits[2],
                        peak_occupancy_tokens=tuple(int(p) for p in peak))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import evaluate
+from ..engine.architecture import architecture
 from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
@@ -33,7 +34,7 @@ from .kvcache import simulate_prefix_cache
 # the decode operating point and the side's inputs live next door; importable from here too
 from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
                               decode_grid, decode_point, static_batch_index)
-from .side_inputs import (_cache_capacity_tokens, arrival_rate_per_s,  # noqa: F401
+from .side_inputs import (_cache_capacity_tokens, state_snapshot_tokens, arrival_rate_per_s,  # noqa: F401
                           arrival_rate_source, config_trace, expert_popularity,
                           lever_precisions, static_batch_efficiency, with_config_class_params)
 from .workload import Trace
@@ -150,6 +151,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                                      target_utilization=cfg.target_utilization,
                                      unit_gpus=ppool.unit_gpus)
     caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p, float(gpus_p0))
+    snapshot_tokens = state_snapshot_tokens(m, prec_p["kv_precision"])
     res = None
     fixed_hit = lv.cache_hit_rate if lv.prefix_cache else None
     if fixed_hit is not None:
@@ -164,7 +166,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         if res is None and cache_memo is not None:
             res = cache_memo.get(key)
         if res is None:
-            res = simulate_prefix_cache(trace, capacity_tokens=caps)
+            res = simulate_prefix_cache(trace, capacity_tokens=caps,
+                                        snapshot_tokens=snapshot_tokens)
             if cache_memo is not None:
                 cache_memo[key] = res
         hit_tok = res.hit_tokens.astype(float)
@@ -252,10 +255,12 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                                                             utilization=rho_p), trace.n_requests)
     wait = wait + rng.random(trace.n_requests) * t_pass
     passes = np.maximum(np.ceil(computed / max(chunk_tokens, 1.0)), 1.0)
-    kv_tok = m.kv_bytes_per_token(prec_p["kv_precision"])
+    kv_tok = architecture(m).kv_bytes_per_token(prec_p["kv_precision"])
     tier_bw = {"hbm": hw_p.hbm_bw_bytes_per_s, "dram": hw_p.host_dram_bw_bytes_per_s,
                "nvme": hw_p.nvme_bw_bytes_per_s / hw_p.gpus_per_node}
-    restore = sum(kcache.kv_restore_s(restored_tokens=tier_tok[t].astype(float),
+    # a hit restores its KV and, for a model with per-sequence state, one state snapshot
+    restore = sum(kcache.kv_restore_s(restored_tokens=tier_tok[t].astype(float)
+                                      + snapshot_tokens * (tier_tok[t] > 0),
                                       kv_bytes_per_token=kv_tok, tier_bytes_per_s=tier_bw[t])
                   for t in ("dram", "nvme"))
     ttft = wait + static_wait + np.maximum(passes * t_pass, restore)

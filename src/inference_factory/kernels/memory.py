@@ -50,22 +50,23 @@ def routed_expert_bytes(*, n_layers, slots_per_rank, n_expert_params, bytes_per_
     return n_layers * slots_per_rank * n_expert_params * bytes_per_param / expert_tp
 
 
-def kv_cache_bytes(*, sequences, kv_len_tokens, kv_bytes_per_token_full,
-                   kv_bytes_per_token_window, window_tokens, kv_split):
-    r"""KV-cache bytes held per GPU for ``sequences`` sequences of ``kv_len_tokens`` tokens.
+def sequence_memory_bytes(*, kv_len_tokens, bytes_per_token, span_tokens, bytes_per_sequence,
+                          kv_split):
+    r"""Bytes one sequence holds on one GPU in a group of layers: a term per token of context,
+    up to the span of tokens the layers keep, and a term independent of context.
 
-    .. math:: KV = N \frac{L\, b_{full} + \min(L, w)\, b_{win}}{\kappa}
+    .. math:: M = \frac{\min(L, s)\, b_{tok} + b_{seq}}{\kappa}
 
-    b_full is the KV of one token over the full-attention layers, b_win over the
-    sliding-window layers (which keep at most w tokens); kappa the GPUs one sequence's KV is
-    split over (min(tp, n_kv) for GQA; 1 for MLA, whose latent every TP rank holds whole).
-    Sized at the sequence's **final** length by the engine: the serving engine reserves it
-    (vLLM / SGLang allocate KV for prompt + max output). The bytes a decode step reads are
-    the same sum at the current length (:func:`inference_factory.kernels.attention.kv_read_bytes`).
+    b_tok: bytes of one token over the group's layers (KV; MLA's latent); s: the tokens a
+    layer keeps (infinite for full attention, w for a sliding window); b_seq: bytes per
+    sequence whatever its length (a recurrent state; zero for KV caches); kappa: the GPUs
+    one sequence's cache is split over (min(tp, n_kv) for GQA; 1 for MLA, whose latent every
+    TP rank holds whole). The engine sizes it at the sequence's **final** length: the
+    serving engine reserves it (vLLM / SGLang allocate KV for prompt + max output). The bytes
+    a decode step reads are the context term at the current length
+    (:func:`inference_factory.kernels.attention.kv_read_bytes`).
     """
-    return sequences * ((kv_len_tokens * kv_bytes_per_token_full
-                         + np.minimum(kv_len_tokens, window_tokens) * kv_bytes_per_token_window)
-                        / kv_split)
+    return (np.minimum(kv_len_tokens, span_tokens) * bytes_per_token + bytes_per_sequence) / kv_split
 
 
 def activation_bytes_per_token(*, vocab_size, hidden_size, dense_intermediate_size,

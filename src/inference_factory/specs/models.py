@@ -25,6 +25,18 @@ QUANT_FORMATS = {"fp8": ("fp8", "fp8_block"), "fp4": ("nvfp4", "mxfp4")}
 
 
 @dataclass(frozen=True)
+class LayerGroup:
+    """``count`` layers with attention of kind ``attention`` (a module of
+    ``engine/attention``) over at most ``window`` tokens (0: the whole context) and a
+    ``mlp`` feed-forward ("dense" or "moe")."""
+
+    count: int
+    attention: str
+    window: int = 0
+    mlp: str = "moe"
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model architecture. Built by :func:`load_model`; counts are derived properties."""
 
@@ -64,6 +76,10 @@ class ModelSpec:
     #: :data:`QUANT_FORMATS` of their precision ("" = the precision's default)
     weight_format: str = ""
     expert_format: str = ""
+    #: the layer mix: groups of layers by attention kind, window and feed-forward kind
+    layer_mix: tuple[LayerGroup, ...] = ()
+    #: the kind's own parameters (``[attention.params]``), as (key, value) pairs
+    attention_params: tuple[tuple[str, Any], ...] = ()
 
     def quant_format(self, precision: str, experts: bool = False) -> str:
         """Scaling format of weights served in ``precision``: the checkpoint's own format
@@ -82,26 +98,14 @@ class ModelSpec:
         return self.n_routed_experts > 0
 
     @property
-    def is_mla(self) -> bool:
-        return self.attention_kind == "mla"
+    def attention_param_keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.attention_params)
 
     @property
     def n_moe_layers(self) -> int:
         return self.n_layers - self.n_dense_layers
 
-    # -- parameters per component -------------------------------------------------------------
-    @property
-    def n_attention_params_per_layer(self) -> float:
-        if self.is_mla:
-            return kparams.mla_attention_params(
-                hidden_size=self.hidden_size, n_q_heads=self.n_q_heads,
-                q_lora_rank=self.q_lora_rank, kv_lora_rank=self.kv_lora_rank,
-                qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
-                v_head_dim=self.head_dim_v)
-        return kparams.gqa_attention_params(
-            hidden_size=self.hidden_size, n_q_heads=self.n_q_heads, n_kv_heads=self.n_kv_heads,
-            head_dim_qk=self.head_dim_qk, head_dim_v=self.head_dim_v, bias=self.attention_bias)
-
+    # -- parameters per component (attention's: its kind, engine/architecture.py) -----------
     @property
     def n_dense_ffn_params_per_layer(self) -> float:
         return kparams.swiglu_ffn_params(hidden_size=self.hidden_size,
@@ -137,59 +141,6 @@ class ModelSpec:
         """All routed-expert parameters of the model."""
         return self.n_moe_layers * self.n_routed_experts * self.n_expert_params
 
-    @property
-    def n_dense_path_params(self) -> float:
-        """Non-expert parameters touched by every token, excluding embedding and lm_head:
-        attention, norms, dense FFN layers, routers and shared experts."""
-        return (self.n_layers * (self.n_attention_params_per_layer + self.n_norm_params_per_layer)
-                + self.n_dense_layers * self.n_dense_ffn_params_per_layer
-                + self.n_moe_layers * (self.n_router_params_per_layer
-                                       + self.n_shared_experts * self.n_expert_params)
-                + self.hidden_size)  # final norm
-
-    @property
-    def total_params(self) -> float:
-        """All main-model parameters (MTP modules excluded, as in the model cards)."""
-        return (self.n_dense_path_params + self.n_routed_expert_params
-                + self.n_embedding_params + self.n_lm_head_params)
-
-    def active_params(self, *, include_embedding: bool = True) -> float:
-        """Parameters used per token: dense path + top-k routed experts + lm_head
-        (+ the input embedding row table, by the convention of most model cards)."""
-        routed = self.n_moe_layers * self.experts_per_token * self.n_expert_params
-        emb = self.n_embedding_params if include_embedding else 0.0
-        return self.n_dense_path_params + routed + self.n_lm_head_params + emb
-
-    @property
-    def n_mtp_params_per_module(self) -> float:
-        """One DeepSeek-style MTP module: projection 2h->h, two norms, one MoE (or dense)
-        transformer layer; embedding and output head are shared with the main model."""
-        if self.n_mtp_modules == 0:
-            return 0.0
-        ffn = (self.n_router_params_per_layer
-               + (self.n_routed_experts + self.n_shared_experts) * self.n_expert_params
-               if self.is_moe else self.n_dense_ffn_params_per_layer)
-        return (2.0 * self.hidden_size * self.hidden_size + 3.0 * self.hidden_size
-                + self.n_attention_params_per_layer + self.n_norm_params_per_layer + ffn)
-
-    # -- KV cache ---------------------------------------------------------------------------
-    def kv_bytes_per_token_per_layer(self, kv_precision: str) -> float:
-        if kv_precision not in units.BYTES_PER_ELEMENT:
-            raise SpecError(f"kv_precision = {kv_precision!r} is not one of "
-                            f"{sorted(units.BYTES_PER_ELEMENT)}")
-        b = units.BYTES_PER_ELEMENT[kv_precision]
-        if self.is_mla:
-            return kparams.mla_kv_bytes_per_token_per_layer(
-                kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
-                latent_bytes_per_elem=b, rope_bytes_per_elem=max(b, 2.0),
-                # FlashMLA FP8 layout: four FP32 scales per 512-wide latent; MXFP4's 4.25 bits
-                # per element already include its block scales
-                scale_bytes_per_token=(4.0 * self.kv_lora_rank / 128.0 if kv_precision == "fp8"
-                                       else 0.0))
-        return kparams.gqa_kv_bytes_per_token_per_layer(
-            n_kv_heads=self.n_kv_heads, head_dim_k=self.head_dim_qk, head_dim_v=self.head_dim_v,
-            kv_bytes_per_elem=b)
-
     def check_context(self, isl: int, osl: int = 0) -> None:
         """SpecError when a request of ``isl`` prompt and ``osl`` output tokens does not fit
         the model's context (``max_position_embeddings``): it could not be served."""
@@ -198,11 +149,6 @@ class ModelSpec:
                             f"{self.max_position_embeddings:,}-token context of {self.name!r}; "
                             f"allowed isl + osl <= {self.max_position_embeddings:,}")
 
-    def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
-        """KV bytes of one token over the full-attention layers (sliding-window layers are
-        bounded separately, see :meth:`n_full_attention_layers`)."""
-        return self.n_full_attention_layers * self.kv_bytes_per_token_per_layer(kv_precision)
-
     @property
     def n_full_attention_layers(self) -> int:
         return self.n_layers - self.n_sliding_window_layers
@@ -210,14 +156,8 @@ class ModelSpec:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["aliases"] = list(self.aliases)
-        out["derived"] = {
-            "total_params": self.total_params,
-            "active_params": self.active_params(),
-            "active_params_excluding_embedding": self.active_params(include_embedding=False),
-            "kv_bytes_per_token_bf16": self.kv_bytes_per_token("bf16"),
-            "kv_bytes_per_token_fp8": self.kv_bytes_per_token("fp8"),
-            "mtp_params_per_module": self.n_mtp_params_per_module,
-        }
+        out["layer_mix"] = [vars(grp).copy() for grp in self.layer_mix]
+        out["attention_params"] = dict(self.attention_params)
         return out
 
 
@@ -242,28 +182,10 @@ def _parse_model(path: Path) -> ModelSpec:
 
     f = check(schema.ModelFile, _read_toml(path), str(path))
     a, at, ffn = f.architecture, f.attention, f.ffn
-    kind = at.kind
-    if kind == "mla":
-        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"):
-            if getattr(at, key) is None:
-                raise SpecError(f"{path}: attention.{key} is missing (required for kind 'mla')")
+    kind = at.kind          # its own keys are checked by its module (engine/attention)
     n_q, n_kv = at.n_q_heads, at.n_kv_heads
     kv_lora = at.kv_lora_rank or 0
     sw, swl = at.sliding_window or 0, at.sliding_window_layers or 0
-    if kind == "mla" and kv_lora <= 0:
-        raise SpecError(f"{path}: attention.kv_lora_rank = {kv_lora} must be > 0 for kind 'mla'")
-    if kind == "mla":
-        for key in ("qk_nope_head_dim", "qk_rope_head_dim"):
-            if getattr(at, key) <= 0:
-                raise SpecError(f"{path}: attention.{key} = {getattr(at, key)} must be an "
-                                "integer >= 1 for kind 'mla' (query/key head = non-rotary + "
-                                "rotary part)")
-        if at.qk_nope_head_dim + at.qk_rope_head_dim != at.head_dim_qk:
-            raise SpecError(f"{path}: attention.qk_nope_head_dim + qk_rope_head_dim = "
-                            f"{at.qk_nope_head_dim} + {at.qk_rope_head_dim} must equal "
-                            f"head_dim_qk = {at.head_dim_qk} for kind 'mla'")
-    if kind != "mla" and n_q % n_kv:
-        raise SpecError(f"{path}: attention.n_kv_heads = {n_kv} must divide n_q_heads = {n_q}")
     if swl > a.n_layers or (swl > 0) != (sw > 0):
         raise SpecError(f"{path}: attention.sliding_window_layers = {swl} must be 0..n_layers "
                         f"and set together with sliding_window")
@@ -284,6 +206,11 @@ def _parse_model(path: Path) -> ModelSpec:
     if moe is not None and moe.experts_per_token > moe.n_routed_experts:
         raise SpecError(f"{path}: moe.experts_per_token = {moe.experts_per_token} exceeds "
                         f"n_routed_experts = {moe.n_routed_experts}")
+    mix = _layer_mix(path, f, kind, n_dense, sw, swl)
+    n_dense = sum(grp.count for grp in mix if grp.mlp == "dense")
+    windows = [grp for grp in mix if grp.window]
+    swl = sum(grp.count for grp in windows)
+    sw = max((grp.window for grp in windows), default=0)
     wprec, eprec = f.weight_precision, f.expert_precision or f.weight_precision
     wfmt = _quant_format(path, "weight_format", f.weight_format, wprec)
     efmt = _quant_format(path, "expert_format", f.expert_format
@@ -304,6 +231,42 @@ def _parse_model(path: Path) -> ModelSpec:
         expert_intermediate_size=moe.expert_intermediate_size if moe else 0,
         expert_bias=bool(moe.expert_bias) if moe else False,
         n_mtp_modules=(f.mtp.modules or 0) if f.mtp else 0, aliases=tuple(f.aliases),
-        path=str(path),
+        path=str(path), layer_mix=mix,
+        attention_params=tuple(sorted(at.params.items())),
     )
+
+
+def _layer_mix(path, f, kind: str, n_dense: int, sw: int, swl: int) -> tuple[LayerGroup, ...]:
+    """The file's ``[[layers]]`` groups (checked against the counts it gives elsewhere), or
+    the mix its keys imply: ``ffn.dense_layers`` dense layers, the rest MoE (dense where the
+    model has no [moe]); ``attention.sliding_window_layers`` of them windowed. Only counts
+    matter to the engine, so which layers pair a window with a dense FFN is immaterial."""
+    n = f.architecture.n_layers
+    ffn_default = "moe" if f.moe is not None else "dense"
+    if f.layers:
+        mix = tuple(LayerGroup(count=grp.count, attention=grp.attention or kind,
+                               window=grp.window or 0, mlp=grp.mlp or ffn_default)
+                    for grp in f.layers)
+        total = sum(grp.count for grp in mix)
+        if total != n:
+            raise SpecError(f"{path}: layers counts sum to {total}; they must sum to "
+                            f"architecture.n_layers = {n}")
+        dense = sum(grp.count for grp in mix if grp.mlp == "dense")
+        if n_dense and dense != n_dense:
+            raise SpecError(f"{path}: layers give {dense} dense-FFN layers but "
+                            f"ffn.dense_layers = {n_dense}; allowed: the same count")
+        if dense and f.ffn.dense_intermediate_size in (None, 0):
+            raise SpecError(f"{path}: ffn.dense_intermediate_size is missing (required when "
+                            f"layers give {dense} dense-FFN layers)")
+        if dense < n and f.moe is None:
+            raise SpecError(f"{path}: moe table is missing (required): layers give "
+                            f"{n - dense} MoE layers")
+        return mix
+    groups = []
+    for window, count in ((0, n - swl), (sw, swl)):
+        dense = min(count, max(n_dense - sum(g.count for g in groups if g.mlp == "dense"), 0))
+        for mlp, c in (("dense", dense), (ffn_default, count - dense)):
+            if c:
+                groups.append(LayerGroup(count=c, attention=kind, window=window, mlp=mlp))
+    return tuple(groups)
 

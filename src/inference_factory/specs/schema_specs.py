@@ -4,9 +4,9 @@ Re-exported by :mod:`.schema`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from .schema_base import (MAX_GPUS, Precision,
                           Sources, _Schema, count, flag, nonempty, num, text)
@@ -120,7 +120,8 @@ class ModelArchitecture(_Schema):
 
 
 class ModelAttention(_Schema):
-    kind: Literal["mha", "gqa", "mla"] = Field(description="attention kind")
+    kind: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", description=(
+        "attention kind: a module of engine/attention (mha, gqa, mla, ...)"))]
     n_q_heads: count(1, MAX_GPUS, "query heads")
     n_kv_heads: count(1, MAX_GPUS, "key/value heads")
     head_dim_qk: count(1, 65_536, "query/key head dimension")
@@ -132,6 +133,18 @@ class ModelAttention(_Schema):
     bias: Optional[flag("q/k/v projections carry a bias")] = None
     sliding_window: Optional[count(0, 1_000_000_000, "sliding window, tokens (0 = none)")] = None
     sliding_window_layers: Optional[count(0, 10_000, "layers with a sliding window")] = None
+    params: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
+        default_factory=dict, description=(
+            "parameters of the kind beyond the shared keys ([attention.params]); each kind "
+            "module of engine/attention states and checks its own"))
+
+
+class ModelLayerGroup(_Schema):
+    count: count(1, 10_000, "layers of this group")
+    attention: Optional[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]] = Field(
+        None, description="attention kind of these layers (default: attention.kind)")
+    window: Optional[count(0, 1_000_000_000, "sliding window, tokens (0 = full context)")] = None
+    mlp: Optional[Literal["dense", "moe"]] = Field(None, description="feed-forward kind")
 
 
 class ModelFfn(_Schema):
@@ -171,3 +184,7 @@ class ModelFile(_Schema):
     ffn: ModelFfn
     moe: Optional[ModelMoe] = None
     mtp: Optional[ModelMtp] = None
+    layers: Optional[list[ModelLayerGroup]] = Field(None, description=(
+        "the layer mix ([[layers]]): groups of layers by attention kind, window and "
+        "feed-forward kind, in order; default: derived from attention.sliding_window_layers "
+        "and ffn.dense_layers"))

@@ -1,0 +1,114 @@
+"""Attention kinds behind one dispatcher (engine/attention): a new kind is one module and one
+registry line, and the whole package (evaluate, bench, plan, memory and ``fits``) takes it.
+
+The toy kind (``tests/engine/toy_span.py``): every query attends to a fixed span of 512
+tokens held in a ring per sequence. The test model (``tests/data/models/Toy-Span-8B.toml``)
+is Llama-3.1-8B with 24 of its 32 layers of that kind (``[[layers]]``). Reference values are
+independent hand computations from the model's shapes (Llama-3.1-8B: 8 KV heads x 128 x 2
+(K and V) x 2 B = 4,096 B per token and layer at BF16).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import inference_factory as inf
+from inference_factory.engine import attention
+from inference_factory.engine.architecture import architecture
+from inference_factory.errors import SpecError
+
+from . import toy_span
+
+TOY = Path(__file__).resolve().parents[1] / "data" / "models" / "Toy-Span-8B.toml"
+B_TOK = 8 * 128 * 2 * 2          # bytes per token and layer, BF16 K and V
+SPAN = 512
+
+
+@pytest.fixture(autouse=True)
+def toy_kind():
+    attention.register(toy_span.KIND)          # the one registry line
+    yield
+    attention.KINDS.pop("fixed_span", None)
+
+
+def test_an_unregistered_kind_is_refused_in_one_line_naming_the_file():
+    attention.KINDS.pop("fixed_span")
+    with pytest.raises(SpecError) as e:
+        inf.load_model(str(TOY))
+    msg = str(e.value)
+    assert str(TOY) in msg and "attention.kind = 'fixed_span' is not one of" in msg
+    assert "'gqa'" in msg and "'mla'" in msg and "\n" not in msg
+
+
+def test_the_layer_mix_and_memory_terms_come_from_the_kinds():
+    arch = architecture(inf.load_model(str(TOY)))
+    assert sorted(arch.groups()) == [("fixed_span", 0, 24), ("gqa", 0, 8)]
+    # context term: only the 8 GQA layers keep every token
+    assert arch.kv_bytes_per_token("bf16") == 8 * B_TOK
+    # per-sequence term: the 24 rings of 512 tokens
+    assert arch.state_bytes_per_sequence("bf16") == 24 * SPAN * B_TOK
+    # on one GPU of TP2 both split over 2 of the 8 KV heads
+    L = np.array([100.0, 10_000.0])
+    np.testing.assert_allclose(arch.sequence_bytes("bf16", L, 2),
+                               (8 * B_TOK * L + 24 * SPAN * B_TOK) / 2, rtol=1e-12)
+    # parameters: same projections as Llama-3.1-8B's attention, so the same totals
+    llama = architecture(inf.load_model("Llama-3.1-8B"))
+    assert arch.total_params == pytest.approx(llama.total_params, rel=1e-12)
+
+
+def test_evaluate_costs_the_toy_layers_independently_of_context():
+    ds = inf.evaluate(str(TOY), "H100-SXM", tp=1, batch_size=8, kv_len=[1024, 16384],
+                      ideal=True, detail="ops")
+    hbm = ds.decode_hbm_bytes_per_gpu.values
+    # only the 8 GQA layers read more KV at longer context: 8 seqs x 15,360 tokens x 8 x B
+    assert hbm[1] - hbm[0] == pytest.approx(8 * (16384 - 1024) * 8 * B_TOK, rel=1e-9)
+    ops = list(ds.op.values)
+    assert "span_attention" in ops and "attention" in ops
+    # the toy attention's time does not grow with context; GQA's does
+    t = ds.decode_op_time_s
+    span_t = t.sel(op="span_attention").values
+    assert span_t[0] == pytest.approx(span_t[1], rel=1e-12)
+    assert t.sel(op="attention").values[1] > 2 * t.sel(op="attention").values[0]
+    # both kinds' projections are there: the later kind's carry its name
+    assert "gqa_qkv" in ops and "qkv" in ops
+
+
+def test_the_per_sequence_term_moves_fits(tmp_path):
+    small = inf.evaluate(str(TOY), "H100-SXM", tp=1, batch_size=1, kv_len=1024)
+    bigger = tmp_path / "Toy-Span-8B.toml"
+    bigger.write_text(TOY.read_text().replace("span_tokens = 512", "span_tokens = 65536"))
+    big = inf.evaluate(str(bigger), "H100-SXM", tp=1, batch_size=1, kv_len=1024)
+    # 24 layers x (65,536 - 512) tokens x B more per sequence
+    extra = 24 * (65536 - SPAN) * B_TOK
+    assert float(big.kv_bytes_per_gpu - small.kv_bytes_per_gpu) == pytest.approx(extra,
+                                                                                 rel=1e-12)
+    assert int(big.max_batch_size) < int(small.max_batch_size) / 2
+    # a batch that fits with the small ring does not with the big one
+    b = int(small.max_batch_size)
+    assert bool(inf.evaluate(str(TOY), "H100-SXM", tp=1, batch_size=b, kv_len=1024).fits)
+    assert not bool(inf.evaluate(str(bigger), "H100-SXM", tp=1, batch_size=b,
+                                 kv_len=1024).fits)
+
+
+def test_bench_and_plan_take_the_new_kind():
+    ds = inf.bench(str(TOY), "H100-SXM", tp=1, isl=1024, osl=256, concurrency=[1, 16])
+    tput = ds["total_token_throughput_per_gpu"].values
+    assert np.all(np.isfinite(tput)) and tput[1] > tput[0] > 0
+    plan = inf.plan(str(TOY), "H100-SXM", gpus=8, isl=1024, osl=256, tpot_s=0.05,
+                    modes=("aggregated",))
+    best = plan.recommendations
+    assert len(best) == 1 and best.iloc[0]["hardware"] == "H100-SXM"
+    assert best.iloc[0]["tpot_s"] <= 0.05
+
+
+def test_unknown_kind_parameters_are_refused(tmp_path):
+    bad = tmp_path / "Toy-Span-8B.toml"
+    bad.write_text(TOY.read_text().replace("span_tokens = 512", "span_tokens = 512\nspam = 1"))
+    with pytest.raises(SpecError, match=r"attention\.params\.spam is not a parameter"):
+        inf.load_model(str(bad))
+    bad.write_text(TOY.read_text().replace("span_tokens = 512", "span_tokens = 0"))
+    with pytest.raises(SpecError, match=r"attention\.params\.span_tokens = 0 must be"):
+        inf.load_model(str(bad))
