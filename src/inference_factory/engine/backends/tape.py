@@ -21,7 +21,6 @@ cannot express raises :class:`NotTraceable`, and the caller evaluates with numpy
 
 from __future__ import annotations
 
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -348,10 +347,3 @@ _FUNCTIONS = {np.where: _where, np.clip: _clip, np.interp: _interp,
               np.searchsorted: _searchsorted, np.ndim: _ndim, np.shape: _shape,
               np.broadcast_to: _broadcast_to, np.any: _any}
 
-
-def compile_outputs(tape: Tape, outputs: Mapping[str, Any]):
-    """The :class:`.program.Program` of ``outputs`` (:func:`.program.compile_outputs`; the
-    compiler imports this module, so it is loaded at first use)."""
-    from .program import compile_outputs as compile_program
-
-    return compile_program(tape, outputs)
