@@ -123,6 +123,35 @@ def test_engine_physics_never_imports_a_backend(path):
     assert not bad, f"{_name(path)} imports {bad}; the physics sees backends through engine/xp.py"
 
 
+#: The tracer's vocabulary (engine/xp.py carries it for the backends): the physics calls
+#: neutral array operations of xp instead and never asks whether it is traced.
+TRACER_WORDS = {"is_traced", "take", "guarded", "concrete"}
+
+
+def _identifiers(tree: ast.AST) -> set[str]:
+    """Every name a module spells: variables, attributes, imported names and their aliases,
+    functions, classes and arguments."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.update({node.name.split(".")[-1], node.asname or ""})
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out - {""}
+
+
+@pytest.mark.parametrize("name", ["grid", "block", "cost"])
+def test_the_physics_does_not_know_it_is_traced(name):
+    said = _identifiers(ast.parse((PKG / "engine" / f"{name}.py").read_text())) & TRACER_WORDS
+    assert not said, f"engine/{name}.py says {sorted(said)}; ask engine/xp.py's array operations"
+
+
 PRICE_NAMES = {"Price", "Economics", "load_prices", "resolve_price",
                "INPUT_TOKENS_PER_OUTPUT_TOKEN"}
 

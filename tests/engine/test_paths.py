@@ -26,6 +26,7 @@ import xarray as xr
 import inference_factory as inf
 from inference_factory.engine import fused as F
 from inference_factory.engine.backends import interp as TE
+from inference_factory.engine.backends import program as P
 from inference_factory.engine.backends import tape as T
 
 #: Relative tolerance of each path against the numpy reference (floats; 0 absolute).
@@ -310,8 +311,8 @@ def test_selected_variables_equal_the_full_evaluation(path, monkeypatch, taken):
         _use(path, monkeypatch)
     full = inf.evaluate("DeepSeek-V3", "H200-SXM", **kw, **grid)
     programs = []
-    real = T.compile_outputs
-    monkeypatch.setattr(T, "compile_outputs",
+    real = P.compile_outputs
+    monkeypatch.setattr(P, "compile_outputs",
                         lambda t, o: programs.append(real(t, o)) or programs[-1])
     keep = ["tpot_s", "ttft_s", "fits", "decode_binding_resource"]
     taken.clear()

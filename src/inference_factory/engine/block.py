@@ -21,7 +21,7 @@ from .architecture import architecture
 from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
                        mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops
-from .xp import concrete, is_traced
+from . import xp
 
 RESOURCES = ("compute", "memory", "comm", "overhead")
 
@@ -56,11 +56,8 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
 def binding(named: Mapping[str, Any]) -> Any:
     """Index (into ``named``'s order, int8) of the largest part at each point, the first on a
     tie; the Dataset carries the labels (:func:`.dataset._to_dataset`)."""
-    if is_traced(*named.values()):     # traced: the code as a float, per point
-        parts, code = list(named.values()), 0.0
-    else:
-        parts = [np.asarray(a, dtype=float) for a in named.values()]
-        code = np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), np.int8)
+    parts = list(named.values())
+    code = np.zeros(np.broadcast_shapes(*[np.shape(p) for p in parts]), np.int8)
     best = parts[0]
     for i, p in enumerate(parts[1:], 1):
         larger = p > best
@@ -72,7 +69,7 @@ def binding(named: Mapping[str, Any]) -> Any:
 #: Draft passes kept by what they depend on: the draft geometry (specs by identity), the draft
 #: model and the batch and context values. A draft pass is one micro-batch whatever the main
 #: pass's overlap policy, so the policies of one shape (a plan's candidate grid) share it.
-#: Concrete arrays only (a traced block computes its own); the oldest dropped beyond the cap.
+#: Values known here only (:func:`.xp.memo_key`); the oldest dropped beyond the cap.
 _DRAFT_PASSES: dict[tuple, tuple] = {}
 _DRAFT_PASSES_CAP = 16
 #: Largest grid (batch x context points) whose draft pass is kept.
@@ -85,15 +82,13 @@ def _draft_pass(dg: Geom, draft: ModelSpec | None, B, ctx) -> dict[str, Any]:
     def compute():
         return run_pass(dg, layers(), seqs=B, new_tokens=1.0, cached_tokens=ctx - 1.0,
                         kv_len=ctx, logit_tokens_per_seq=1.0, phase="decode")
-    if is_traced(B, ctx):
+    values = xp.memo_key(B, ctx, max_points=_DRAFT_MEMO_POINTS)
+    if values is None:                      # per-point values, or a long list or tile
         return compute()
-    b, c = np.asarray(B, dtype=float), np.asarray(ctx, dtype=float)
-    if np.prod(np.broadcast_shapes(b.shape, c.shape)) > _DRAFT_MEMO_POINTS:
-        return compute()                    # a long list or tile: nothing to share, much to keep
     specs = (dg.m, dg.hw, dg.rl, draft)
     key = (tuple(id(v) if f.name in ("m", "hw", "rl") else v
                  for f, v in ((f, getattr(dg, f.name)) for f in fields(dg))),
-           id(draft), b.shape, b.tobytes(), c.shape, c.tobytes())
+           id(draft)) + values
     hit = _DRAFT_PASSES.get(key)
     if hit is not None and all(x is y for x, y in zip(hit[0], specs)):
         return hit[1]
@@ -102,12 +97,6 @@ def _draft_pass(dg: Geom, draft: ModelSpec | None, B, ctx) -> dict[str, Any]:
         _DRAFT_PASSES.pop(next(iter(_DRAFT_PASSES)))
     _DRAFT_PASSES[key] = (specs, res)       # the specs kept alive: their ids stay theirs
     return res
-
-
-def _broadcast_like(x, like):
-    """``x`` on the grid of ``like``: ``x + 0 like`` (broadcast to its shape), or ``x`` itself
-    where it is a per-point value of a traced block already."""
-    return x if is_traced(x) else x + 0.0 * like
 
 
 def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
@@ -121,7 +110,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     verify = run_pass(g, main_layers(m), seqs=B, new_tokens=1.0 + d, cached_tokens=ctx - 1.0,
                       kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
     # a draft pass is a single micro-batch: nothing to overlap its communication with
-    if np.any(concrete(d) > 0):
+    if xp.any_above(d, 0):
         dg = for_draft(g, draft) if draft is not None else replace(g, overlap="none")
         dpass = _draft_pass(dg, draft, B, ctx)
     else:       # no draft anywhere on the grid: nothing to cost
@@ -135,7 +124,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
         tps = kspec.expected_tokens_per_step(draft_depth=d, acceptance_rate=ax["acceptance_rate"])
     step_s = verify["step_s"] + draft_s
     for r in RESOURCES:
-        out[f"decode_{r}_s"] = _broadcast_like(verify["res"][r] + d * dpass["res"][r], step_s)
+        out[f"decode_{r}_s"] = xp.broadcast_like(verify["res"][r] + d * dpass["res"][r], step_s)
     out["decode_draft_s"] = draft_s
     out["decode_step_s"] = step_s
     out["decode_flop_per_gpu"] = verify["flop"] + d * dpass["flop"]
@@ -163,7 +152,7 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     # it does not occupy the prefill step, but a request cannot start before its KV is in HBM
     pre_s = pre["step_s"]
     for r in RESOURCES:
-        out[f"prefill_{r}_s"] = _broadcast_like(pre["res"][r], pre_s)
+        out[f"prefill_{r}_s"] = xp.broadcast_like(pre["res"][r], pre_s)
     out["prefill_restore_s"] = restore_s
     out["prefill_step_s"] = pre_s
     out["prefill_flop_per_gpu"] = pre["flop"]

@@ -22,7 +22,6 @@ from .geometry import Geom
 from .measured import (a2a_kernels, a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s,
                        tables_for)
 from .ops import Op
-from .xp import is_traced
 
 
 @dataclass
@@ -71,11 +70,8 @@ def cost_op(g: Geom, op: Op, memo: dict | None = None) -> Cost:
 
 def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
     rl = g.rl
-    if is_traced(t_flop, t_byte):
-        compute = t_flop >= t_byte
-    else:
-        compute = np.asarray(t_flop) >= np.asarray(t_byte)
-        compute = compute.item() if compute.ndim == 0 else compute
+    compute = t_flop >= t_byte          # per point; a Python bool at one point
+    compute = bool(compute) if np.ndim(compute) == 0 else compute
     resource = "compute-or-memory"
     if rl.is_ideal:
         return Cost(op, kroof.roofline_time_s(compute_s=t_flop, memory_s=t_byte), resource,

@@ -31,7 +31,7 @@ from .dataset import (_add_ops, _dim_attrs, _masked_block, _struct_attrs,  # noq
                       _to_dataset, to_dataframe)
 from .fused import _evaluate_tiled
 from .geometry import validate_struct
-from .inputs import _as_axis, _listify
+from .inputs import _as_axis, _listify, _raw_axes
 
 
 def evaluate(model: str | ModelSpec | Iterable = "Llama-3.1-8B",
@@ -211,27 +211,3 @@ def _resolved_struct(g, s: Mapping[str, Any]) -> dict[str, Any]:
             "combine_precision": s["combine_precision"] or "bf16", "overlap": g.overlap,
             "cache_tier": g.tier}
 
-
-def _raw_axes(axes: Mapping[str, Any]):
-    """Axes as plain numpy arrays on one common dimension order, with singleton dimensions
-    where an axis does not vary, so the kernels broadcast by numpy rules at numpy speed."""
-    order: list[str] = []
-    sizes: dict[str, int] = {}
-    for a in axes.values():
-        if isinstance(a, xr.DataArray):
-            for d in a.dims:
-                if d not in sizes:
-                    order.append(d)
-                    sizes[d] = a.sizes[d]
-                elif sizes[d] != a.sizes[d]:
-                    raise SpecError(f"axis dimension {d!r} has sizes {sizes[d]} and "
-                                    f"{a.sizes[d]}; axes sharing a dimension must agree")
-    raw = {}
-    for k, a in axes.items():
-        if isinstance(a, xr.DataArray):
-            present = [d for d in order if d in a.dims]
-            arr = np.asarray(a.transpose(*present).values, dtype=float)
-            raw[k] = arr.reshape([sizes[d] if d in a.dims else 1 for d in order])
-        else:
-            raw[k] = float(a)
-    return order, sizes, raw

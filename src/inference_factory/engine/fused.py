@@ -122,13 +122,14 @@ def _traced_program(g, data: Mapping[str, np.ndarray], point: Mapping[str, Any],
     """The block's program with the axes in ``data`` (their values at the points) traced and
     the others fixed at ``point``, and the dtype of each output (the numpy block at
     ``point``, one of the points). Raises :class:`.tape.NotTraceable`."""
+    from .backends import program as P
     from .backends import tape as T
 
     tape = T.Tape()
     # each numeric axis is validated inside its range (:func:`_as_axis`)
     ax = {k: tape.input(k, data[k], bounds=NUMERIC_AXES[k][2:4] if k in NUMERIC_AXES else None)
           if k in data else v for k, v in point.items()}
-    program = T.compile_outputs(
+    program = P.compile_outputs(
         tape, _select(evaluate_block(g, ax, acceptance_by_position, draft), variables))
     ref = _select(evaluate_block(g, point, acceptance_by_position, draft), variables)
     return program, {k: np.asarray(v).dtype for k, v in ref.items()}

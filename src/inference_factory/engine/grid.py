@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .xp import guarded, is_traced, take
+from . import xp
 
 #: Where an op's time came from; stored as small integers, labelled in the Dataset.
 SOURCES = ("roofline", "extrapolated", "interpolated", "measured")
@@ -80,7 +80,7 @@ def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
 def _locate(axis: np.ndarray, x):
     """Lower cell index, weight of the upper neighbour, clamped flag, and a function giving
     the on-node flag (only needed for source labels)."""
-    x = x if is_traced(x) else np.asarray(x, dtype=float)
+    x = xp.asarray(x, dtype=float)
     if axis.size == 1:
         off = np.abs(x - axis[0]) > _ON_NODE
         return np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape), off, lambda: ~off
@@ -90,11 +90,11 @@ def _locate(axis: np.ndarray, x):
     # (the first node always is; the last cell ends at the last node; NaN sorts last)
     i = (np.searchsorted(axis[1:-1], xc, side="right") if axis.size > 2
          else np.zeros(np.shape(xc), dtype=np.intp))
-    lo = take(axis, i)
-    w = (xc - lo) / take(np.diff(axis), i)
+    lo = xp.lookup(axis, i)
+    w = (xc - lo) / xp.lookup(np.diff(axis), i)
 
     def on_node():
-        hi = take(axis, i + 1)
+        hi = xp.lookup(axis, i + 1)
         on = (np.abs(xc - lo) <= _ON_NODE) | (np.abs(xc - hi) <= _ON_NODE)
         return on & ~clamped
     return i, w, clamped, on_node
@@ -120,14 +120,14 @@ def _cell(shape: tuple, locs):
 
 def _gather(values: np.ndarray, cell, corner: tuple) -> np.ndarray:
     """``values`` at ``corner`` of each point's cell (``cell``: :func:`_cell`), as one flat
-    ``take`` from the corner's offset in the flattened array (numpy's tuple fancy indexing
+    lookup from the corner's offset in the flattened array (numpy's tuple fancy indexing
     costs several times more per point; one cell index serves every corner). Along an axis
     of one node the upper corner is that node."""
     if not corner:
         return values[()]
     off = sum(int(np.prod(values.shape[k + 1:])) for k, c in enumerate(corner)
               if c and values.shape[k] > 1)
-    return take(values.reshape(-1)[off:], cell)
+    return xp.lookup(values.reshape(-1)[off:], cell)
 
 
 def _source(locs, shape) -> np.ndarray:
@@ -182,7 +182,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     if mode == "separable" and len(grid.axes) == 1:
         return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo,
                                     node_latency)
-    cs = [c if is_traced(c) else np.asarray(c, dtype=float) for c in coords]
+    cs = [xp.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
     shape = np.broadcast_shapes(*[c.shape for c in cs])
@@ -210,19 +210,15 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     for _, _, cl, _ in locs[1:]:
         clamped = clamped | cl
     if clamped.any() and mode == "separable":
-        def grow(sub):
+        def grown(base, *sub):
             inside = [np.exp(np.clip(np.log(np.maximum(c, 1e-30)), a[0], a[-1]))
                       for c, a in zip(sub, grid.axes)]
-            return np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
-        if is_traced(clamped):      # per point: the same correction where clamped
-            with guarded(clamped):  # (the sum too: skipped with the correction)
-                grown = out + grow(cs)
-            out = np.where(clamped, grown, out)
-        else:                       # only the clamped points, as the roofline has no per-point parameter
-            out = np.array(out, dtype=float)
-            out[clamped] += grow([np.broadcast_to(c, shape)[clamped] for c in cs])
+            return base + np.maximum(np.log(roofline(*sub)) - np.log(roofline(*inside)), 0.0)
+        # the correction (and the sum) at the clamped points only: the roofline has no
+        # per-point parameter
+        out = xp.apply_where(clamped, (out, *cs), grown, out)
     elif clamped.any():
-        with guarded(clamped):
+        def grown():
             # coordinates inside the table stay bit-identical, so the correction is exactly 0
             inside = [np.where(cl, np.exp(np.clip(lg, a[0], a[-1])), c)
                       for lg, a, c, (_, _, cl, _) in zip(logs, grid.axes, cs, locs)]
@@ -232,8 +228,10 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
                                - np.log(roofline(1.0, *inside[1:])))
             # below the smallest measured shape a kernel is floor-bound: it keeps the edge's
             # latency rather than shrinking with its roofline
-            grown = out + np.maximum(corr, 0.0)
-        out = np.where(clamped, grown, out)
+            return out + np.maximum(corr, 0.0)
+        # the per-point roofline parameters are not the coordinates': computed on every
+        # point, used where clamped
+        out = xp.where_lazy(clamped, grown, out)
     return np.exp(out), lambda: _source(locs, shape)
 
 
@@ -245,7 +243,7 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
     if memo is not None and key in memo:
         _, x, log_x, cell, w, above = memo[key]
     else:
-        x = x if is_traced(x) else np.asarray(x, dtype=float)
+        x = xp.asarray(x, dtype=float)
         log_x = np.log(np.maximum(x, 1e-30))
         # fractional node index of each point (held at the edges): linear in log x; kept as
         # the lower node and the weight of the upper one, shared by the ops at this x
@@ -262,23 +260,18 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
     else:                           # the caller's (ln latency at the nodes, its differences)
         latency, slope = latency
     if axis.size == 1:
-        out = latency[0] + 0.0 * log_x if is_traced(log_x) else np.full(np.shape(log_x), latency[0])
+        out = np.full_like(log_x, latency[0])
     else:
         # numpy.interp over the node index, written as a gather: no search per point
-        out = take(latency, cell) + w * take(slope, cell)
-        out = np.array(out) if out.ndim == 0 else out     # writable below
+        out = xp.lookup(latency, cell) + w * xp.lookup(slope, cell)
     if above is not None:
-        # above the table the time follows the op's roofline
+        # above the table the time follows the op's roofline (the growth, and the sum, at
+        # those points only)
         top = np.exp(axis[-1])
 
-        def grow(xa):
-            return np.maximum(np.log(roofline(xa)) - np.log(roofline(top)), 0.0)
-        if is_traced(above):        # per point: the same growth where above
-            with guarded(above):    # (the sum too: skipped with the growth)
-                grown = out + grow(x)
-            out = np.where(above, grown, out)
-        else:                       # only those points evaluated
-            out[above] += grow(np.broadcast_to(x, out.shape)[above])
+        def grown(base, xa):
+            return base + np.maximum(np.log(roofline(xa)) - np.log(roofline(top)), 0.0)
+        out = xp.apply_where(above, (out, x), grown, out)
     return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x))
 
 

@@ -1,10 +1,12 @@
 """Checks of the numeric axes a caller gives :func:`inference_factory.evaluate`: finite, inside
-the axis's range, whole where the axis counts whole units; one-line errors naming the axis."""
+the axis's range, whole where the axis counts whole units; one-line errors naming the axis.
+And the checked axes as plain arrays on one dimension order (:func:`_raw_axes`), which the
+evaluation and its prediction bands share."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -112,6 +114,31 @@ def _listify(value) -> list:
     return [value]
 
 
+def _raw_axes(axes: Mapping[str, Any]):
+    """Axes as plain numpy arrays on one common dimension order, with singleton dimensions
+    where an axis does not vary, so the kernels broadcast by numpy rules at numpy speed."""
+    import xarray as xr
+
+    order: list[str] = []
+    sizes: dict[str, int] = {}
+    for a in axes.values():
+        if isinstance(a, xr.DataArray):
+            for d in a.dims:
+                if d not in sizes:
+                    order.append(d)
+                    sizes[d] = a.sizes[d]
+                elif sizes[d] != a.sizes[d]:
+                    raise SpecError(f"axis dimension {d!r} has sizes {sizes[d]} and "
+                                    f"{a.sizes[d]}; axes sharing a dimension must agree")
+    raw = {}
+    for k, a in axes.items():
+        if isinstance(a, xr.DataArray):
+            present = [d for d in order if d in a.dims]
+            arr = np.asarray(a.transpose(*present).values, dtype=float)
+            raw[k] = arr.reshape([sizes[d] if d in a.dims else 1 for d in order])
+        else:
+            raw[k] = float(a)
+    return order, sizes, raw
 
 
 # --------------------------------------------------------------------------------------------

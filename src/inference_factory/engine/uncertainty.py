@@ -305,8 +305,7 @@ def bands_dataset(evaluate, model, hardware, uncertainty, *, realism: Realism, *
     import xarray as xr
 
     from ..specs import load_hardware
-    from .evaluate import _raw_axes
-    from .inputs import _as_axis
+    from .inputs import _as_axis, _raw_axes
 
     u = resolve(uncertainty)
     if realism.is_ideal:

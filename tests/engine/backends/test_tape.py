@@ -8,6 +8,7 @@ import pytest
 
 from inference_factory.engine import xp
 from inference_factory.engine.backends import interp as TE
+from inference_factory.engine.backends import program as P
 from inference_factory.engine.backends import tape as T
 
 def test_programs_skip_guarded_regions():
@@ -17,7 +18,7 @@ def test_programs_skip_guarded_regions():
     with xp.guarded(mask):
         g = np.log(x * 3.0) + 1.0
     out = np.where(mask, g, 0.0) + x
-    prog = T.compile_outputs(tape, {"y": out})
+    prog = P.compile_outputs(tape, {"y": out})
     assert (prog.code[:, 0] == T.OP["skip"]).sum() == 1
     xs = np.array([0.5, 1.0, 3.0, 7.0] * 300)
     y = TE.run(prog, {"x": xs}, xs.size)["y"]
@@ -46,7 +47,7 @@ def test_constants_fold_and_common_subexpressions_merge():
     a = np.log(x) * 2.0
     b = np.log(x) * 2.0                      # the same expression: one instruction
     c = (a + b) * 1.0 + 0.0                  # identities add nothing
-    prog = T.compile_outputs(tape, {"c": c, "k": 3.0})
+    prog = P.compile_outputs(tape, {"c": c, "k": 3.0})
     assert prog.n_instructions == 3          # log, mul, add
     assert prog.outputs["k"] == ("const", 3.0)
     xs = np.linspace(0.5, 9.0, 1000)
@@ -65,11 +66,11 @@ def test_sums_of_nonnegative_terms_regroup():
         tape = T.Tape()
         x, y = tape.input("x", bounds=bounds), tape.input("y", bounds=bounds)
         s = (x - 1.0) * 3.0 + y + (x - 1.0) * 5.0 + 2.0 + 4.0
-        prog = T.compile_outputs(tape, {"s": s})
+        prog = P.compile_outputs(tape, {"s": s})
         assert prog.n_instructions == n_sum, bounds
         np.testing.assert_allclose(TE.run(prog, {"x": xs, "y": ys}, xs.size)["s"],
                                    (xs - 1.0) * 8.0 + ys + 6.0, rtol=1e-15)
-        prog = T.compile_outputs(tape, {"s": ((x - 1.0) * 3.0 + y * 2.0 + 4.0) * 0.5})
+        prog = P.compile_outputs(tape, {"s": ((x - 1.0) * 3.0 + y * 2.0 + 4.0) * 0.5})
         assert prog.n_instructions == n_scaled, bounds
         np.testing.assert_allclose(TE.run(prog, {"x": xs, "y": ys}, xs.size)["s"],
                                    (xs - 1.0) * 1.5 + ys + 2.0, rtol=1e-15)
@@ -87,7 +88,7 @@ def test_instructions_decided_by_the_inputs_bounds_fold():
         never = (np.greater(x, 10.0) | np.less(10.0, x) | np.less(x, 1.0)
                  | np.greater(0.5, x) | np.greater_equal(0.5, x) | np.less_equal(11.0, x))
         inside = np.greater(x, 5.0) | np.less(5.0, x)
-        prog = T.compile_outputs(tape, {"out": np.where(never, 100.0, y) + inside})
+        prog = P.compile_outputs(tape, {"out": np.where(never, 100.0, y) + inside})
         assert prog.n_instructions == n_instructions, bounds
         np.testing.assert_array_equal(TE.run(prog, {"x": xs}, xs.size)["out"],
                                       2.0 * xs + (xs > 5.0))

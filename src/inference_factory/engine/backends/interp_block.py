@@ -59,7 +59,7 @@ def _reg(R, offset, n):
 @njit(**_JIT)
 def _block(code, imm, tab, R, P, cnt, n):
     """Every instruction over the first ``n`` points of a block; register r of the block is
-    ``R[r * P : r * P + n]`` (:func:`.tape.compile_outputs` never gives a result its
+    ``R[r * P : r * P + n]`` (:func:`.program.compile_outputs` never gives a result its
     operand's register); ``cnt`` holds what a multi-pass instruction keeps between passes."""
     j = -1
     while j + 1 < code.shape[0]:

@@ -21,7 +21,6 @@ cannot express raises :class:`NotTraceable`, and the caller evaluates with numpy
 
 from __future__ import annotations
 
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -340,18 +339,19 @@ def _broadcast_to(a, shape, subok=False):
     raise NotTraceable("numpy.broadcast_to of a concrete array with a traced shape")
 
 
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    """numpy.full_like of a traced value: ``fill_value`` at every point, recorded as
+    ``fill_value + 0 a`` (the same wherever ``a`` is finite, as the validated axes are)."""
+    if dtype is not None or order != "K" or not subok or shape is not None:
+        raise NotTraceable("numpy.full_like with dtype, order, subok or shape")
+    return fill_value + 0.0 * a
+
+
 def _any(a, *args, **kw):
     return True if isinstance(a, Traced) else bool(np.any(np.asarray(a)))
 
 
 _FUNCTIONS = {np.where: _where, np.clip: _clip, np.interp: _interp,
               np.searchsorted: _searchsorted, np.ndim: _ndim, np.shape: _shape,
-              np.broadcast_to: _broadcast_to, np.any: _any}
+              np.broadcast_to: _broadcast_to, np.full_like: _full_like, np.any: _any}
 
-
-def compile_outputs(tape: Tape, outputs: Mapping[str, Any]):
-    """The :class:`.program.Program` of ``outputs`` (:func:`.program.compile_outputs`; the
-    compiler imports this module, so it is loaded at first use)."""
-    from .program import compile_outputs as compile_program
-
-    return compile_program(tape, outputs)
