@@ -9,7 +9,10 @@ two-batch overlap), :mod:`.block` (one structural block), :mod:`.inputs` (axis c
 (``evaluate``: any grid, as a Dataset), :mod:`.fused` (point lists through the compiled
 backend, long grids by tiles), :mod:`.dataset` (results as Datasets and DataFrames), :mod:`.xp`
 (the seam the physics sees backends through), :mod:`.backends` (the tracer and its numba
-interpreter). Names are imported on first use, so an answer on arrays never imports xarray.
+interpreter), :mod:`.decode` (a draft's acceptance per position as engine options, decode
+outputs re-read under another acceptance or a colocated prefill share). Names are imported on
+first use, so an answer on arrays never imports xarray. The layers above (``analysis/``,
+``cli/``) import the engine's names from this package only (``__all__``).
 """
 
 from __future__ import annotations
@@ -19,18 +22,26 @@ from typing import Any
 
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
 
-#: public name -> module of this package that defines it
+#: public name -> module of this package that defines it, or (module, name there) where the
+#: defining module keeps a private name (analysis/ and cli/ import the engine's names from here)
 _LAZY = {"RESOURCES": ".block", "evaluate": ".evaluate", "evaluate_arrays": ".arrays",
-         "to_dataframe": ".dataset"}
+         "to_dataframe": ".dataset", "as_count": ".dataset",
+         "invalid_fill": ".arrays", "realism_mode": ".arrays",
+         "resolve_realism": (".arrays", "_realism"),
+         "validate_struct": ".geometry", "compute_precision": ".geometry",
+         "tables_for": ".measured",
+         "sample_arrays": ".uncertainty", "band": ".uncertainty", "widen": ".uncertainty",
+         "structure_ln": ".uncertainty", "resolve_uncertainty": (".uncertainty", "resolve"),
+         "with_mtp_acceptance": ".decode", "decode_outputs": ".decode"}
 
-__all__ = ["NUMERIC_AXES", "STRUCT_AXES", "RESOURCES", "CacheTier", "Overlap", "evaluate",
-           "evaluate_arrays", "to_dataframe"]
+__all__ = ["NUMERIC_AXES", "STRUCT_AXES", "CacheTier", "Overlap", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    module, attr = where if isinstance(where, tuple) else (where, name)
+    value = getattr(importlib.import_module(module, __name__), attr)
     globals()[name] = value
     return value

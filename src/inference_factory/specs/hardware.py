@@ -70,7 +70,7 @@ class HardwareSpec:
 
 def _parse_hardware(path: Path) -> HardwareSpec:
     """Build a :class:`HardwareSpec` from a file checked against
-    :class:`~inference_factory.schema.HardwareFile` (types, ranges, unknown keys), plus the
+    :class:`~inference_factory.specs.schema.HardwareFile` (types, ranges, unknown keys), plus the
     rules that tie keys together."""
     # pydantic: imported when a spec is loaded, not with the CLI; the spec schemas only
     from . import schema_specs as schema

@@ -236,7 +236,7 @@ def _quant_format(path, key: str, fmt: str | None, precision: str) -> str:
 
 def _parse_model(path: Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a file checked against
-    :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
+    :class:`~inference_factory.specs.schema.ModelFile`, plus the rules that tie keys together."""
     from . import schema_specs as schema
     from .schema_base import check
 

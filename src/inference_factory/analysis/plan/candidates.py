@@ -2,7 +2,7 @@
 depth x prefill batch) through the engine in one pass per overlap, the aggregated and
 disaggregated candidates of a device and precision profile as one frame, their SLO verdicts,
 the sizing for a load, the ranking, the recommendation and the Pareto front (its footing:
-:mod:`.plan_footing`)."""
+:mod:`.footing`)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .economics import usd_per_mtok_at
-from .pareto import pareto_mask
-from ..engine import evaluate_arrays
-from ..engine.arrays import invalid_fill
-from ..errors import SpecError
-from ..kernels.serving import gpus_for_load
+from ..economics import usd_per_mtok_at
+from ..pareto import pareto_mask
+from ...engine import evaluate_arrays
+from ...engine import invalid_fill
+from ...errors import SpecError
+from ...kernels.serving import gpus_for_load
 
 
 #: What a recommendation optimises: name -> "min" or "max".
@@ -148,10 +148,10 @@ _LOOP_COLUMNS = ("loop_request_rate_per_s", "loop_in_service", "loop_ttft_s", "l
 
 def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[str, np.ndarray]:
     """Each aggregated row (overlap, batch, depth) as ``bench``'s closed loop at its decode
-    batch (:func:`.bench.loop_at_batch`, default serving-engine profile): prompts per pass
+    batch (:func:`..closed_loop.loop_at_batch`, default serving-engine profile): prompts per pass
     gathered in the poll window, from the shape's own pass times over the prefill-batch grid."""
-    from ..specs.engines import load_serving_engine
-    from .bench import loop_at_batch
+    from ...specs.engines import load_serving_engine
+    from ..closed_loop import loop_at_batch
 
     eng = load_serving_engine()
     dp = shape.get("dp", 1)
@@ -310,7 +310,7 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *
 def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s, *, rates, utilization,
            gpus) -> pd.DataFrame:
     """The derived columns of the candidates, as a frame: an aggregated candidate is the
-    closed loop of ``bench`` at its decode batch (:func:`.bench.loop_at_batch`: TPOT with the
+    closed loop of ``bench`` at its decode batch (:func:`..closed_loop.loop_at_batch`: TPOT with the
     others' prefill stalls, TTFT with the poll and queue waits, the request rate and the
     concurrency that batch implies, under the default serving-engine profile); a
     disaggregated one pairs pools sized to each other (all-in output tokens/s per GPU), its
