@@ -304,9 +304,9 @@ def _transpose(df, recs=None):
 
 
 def _label(col: str) -> str:
-    from ..output.tables import _display
+    from ..output.tables import display_header
 
-    name, factor = _display(col)
+    name, factor = display_header(col)
     if col in ("ttft_s", "tpot_s"):
         return name
     return name

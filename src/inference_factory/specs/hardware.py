@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from .. import units
 from ..errors import SpecError
-from .files import _read_toml
+from .files import read_toml
 
 
 # --------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def _parse_hardware(path: Path) -> HardwareSpec:
     from . import schema_specs as schema
     from .schema_base import check
 
-    f = check(schema.HardwareFile, _read_toml(path), str(path))
+    f = check(schema.HardwareFile, read_toml(path), str(path))
     dense = {prec: getattr(f.compute, f"{prec}_tflops") * units.TFLOP
              for prec in units.PRECISIONS if getattr(f.compute, f"{prec}_tflops") is not None}
     if not dense:

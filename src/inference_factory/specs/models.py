@@ -10,7 +10,7 @@ from typing import Any
 from .. import units
 from ..errors import SpecError
 from ..kernels import params as kparams
-from .files import _read_toml
+from .files import read_toml
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _parse_model(path: Path) -> ModelSpec:
     from . import schema_specs as schema
     from .schema_base import check
 
-    f = check(schema.ModelFile, _read_toml(path), str(path))
+    f = check(schema.ModelFile, read_toml(path), str(path))
     a, at, ffn = f.architecture, f.attention, f.ffn
     kind = at.kind
     if kind == "mla":

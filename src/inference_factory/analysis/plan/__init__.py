@@ -2,7 +2,8 @@
 
 :mod:`.search` (the entry :func:`plan`, the search space, precision profiles),
 :mod:`.candidates` (each shape's grid of candidates, aggregated through the shared
-:mod:`..closed_loop`, disaggregated pools packed to each other; ranking, the front),
+:mod:`..closed_loop`, disaggregated pools packed to each other), :mod:`.ranking` (sizing for
+a load, the ranking, one recommendation per device, the front),
 :mod:`.footing` (the share of a recommendation's time read from measured tables),
 :mod:`.bands` (prediction bands of the recommendations), :mod:`.config` (the emitted factory
 config and the plot). Names are imported on first use: reading :mod:`.footing` or
@@ -17,7 +18,7 @@ from typing import Any
 #: public name -> module of this package that defines it
 _LAZY = {"plan": ".search", "PlanResult": ".search", "candidate_shapes": ".search",
          "profile_precisions": ".search", "MODES": ".search", "DEFAULT_BATCHES": ".search",
-         "DEFAULT_PREFILL_BATCHES": ".search", "OBJECTIVES": ".candidates",
+         "DEFAULT_PREFILL_BATCHES": ".search", "OBJECTIVES": ".ranking",
          "pack_pools": ".candidates", "config_toml": ".config", "plot_front": ".config",
          "config_path": ".config", "footing_of": ".footing"}
 

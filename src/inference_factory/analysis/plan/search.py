@@ -58,8 +58,8 @@ from ...kernels.serving import (gpus_for_load,
                                output_tokens_per_s_per_gpu_all_in)
 from ...specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
-from .candidates import (OBJECTIVES, _candidates, _front, _rank, _recommend,  # noqa: F401
-                              _shape_grid, _size_for_load)
+from .candidates import _candidates, _shape_grid
+from .ranking import OBJECTIVES, _front, _rank, _recommend, _size_for_load
 from .footing import add_footing
 from .config import config_toml, plot_front  # noqa: F401 (re-exported)
 

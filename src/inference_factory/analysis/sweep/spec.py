@@ -19,7 +19,7 @@ from ...engine import NUMERIC_AXES, STRUCT_AXES
 from ...specs import schema as schemas
 from ...specs.grammar import check_values, parse_values, scalar as _scalar
 from ...errors import SpecError
-from ...specs.files import _read_toml
+from ...specs.files import read_toml
 
 #: Axes a sweep may vary, in the engine's dimension order.
 SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
@@ -174,7 +174,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         cost_basis = "rental"                # rental | capex | tco; other CostModel fields too
     """
     p = Path(path)
-    f = schemas.check(schemas.SweepFile, _read_toml(p), str(p))
+    f = schemas.check(schemas.SweepFile, read_toml(p), str(p))
     name = f.sweep.name if f.sweep.name is not None else p.stem
     description = f.sweep.description or ""
     models = tuple(f.sweep.model) if f.sweep.model is not None else None
