@@ -1,4 +1,4 @@
-"""Model-structure term and coverage (analysis/validation/bands.py): independent computations by hand."""
+"""Model-structure term and coverage (analysis/validation/bands.py): computations by hand."""
 
 import numpy as np
 import pandas as pd
