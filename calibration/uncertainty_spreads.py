@@ -4,7 +4,7 @@
     python calibration/uncertainty_spreads.py --components-only
 
 1. ``[measured.<table folder>.<family>]``: the leave-one-out residuals of every measured
-   table (``analysis.bands.leave_one_out_residuals``: each measured point predicted from its
+   table (``analysis.validation.bands.leave_one_out_residuals``: each measured point predicted from its
    two neighbours along each axis, itself left out), their robust sigma (median |r| / 0.6745).
    COMPONENT measurements: NVIDIA AIConfigurator 0.12.0 and AMD AITER tables.
 2. ``[roofline.<class>]``: how wrong the realistic roofline is where a table is absent,
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import inference_factory as inf  # noqa: E402
-from inference_factory.analysis import bands  # noqa: E402
+from inference_factory.analysis.validation import bands  # noqa: E402
 from inference_factory.engine import measured as M  # noqa: E402
 from inference_factory.specs import data_dir  # noqa: E402
 

@@ -8,7 +8,10 @@ Kernels import numpy and nothing else; the analysis layer never imports click; o
 imports the physics or the analysis; the engine's physics never imports an execution backend
 (only ``engine/fused.py``, the point-list path, runs one; the physics sees the backend through
 ``engine/xp.py``); prices and cost assumptions come from ``specs/``, never from ``factory/``;
-there is no import cycle."""
+there is no import cycle, counting imports inside functions (only a heavy third-party import
+may be deferred into a function); no module is over 450 lines; no private ``_name`` is imported
+from another folder; analysis/ and cli/ reach the engine through the names its package
+exports."""
 
 import ast
 from pathlib import Path
@@ -235,3 +238,210 @@ def test_a_one_point_report_needs_neither_xarray_nor_pandas_once_tables_are_cach
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env=env)
     assert again.stderr.strip() == "" and again.stdout == first.stdout
+
+
+# ---- the whole module graph: imports inside functions count -----------------------------------
+
+def _lazy_names(init: Path) -> dict[str, str]:
+    """A package's ``_LAZY`` map (public name -> defining module, relative), read from its
+    ``__init__``: ``from package import name`` runs that module."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_LAZY"
+                                                for t in node.targets):
+            out = {}
+            for k, v in zip(node.value.keys, node.value.values):
+                v = ast.literal_eval(v)
+                out[ast.literal_eval(k)] = v[0] if isinstance(v, tuple) else v
+            return out
+    return {}
+
+
+def _resolve_lazy(pkg: str, rel: str) -> str:
+    """``..closed_loop`` seen from package ``analysis.bench`` -> ``analysis.closed_loop``."""
+    dots = len(rel) - len(rel.lstrip("."))
+    base = pkg.split(".")[:len(pkg.split(".")) - dots + 1] if pkg else []
+    return ".".join(base + [rel.lstrip(".")])
+
+
+def full_graph() -> dict[str, set[str]]:
+    """module -> package modules it imports anywhere (inside functions too; not what
+    ``if TYPE_CHECKING:`` imports for annotations). ``from package import name`` where the
+    package names it lazily (``_LAZY``) is an edge to the defining module; a submodule's
+    edge to its own package (the usual re-export) is dropped."""
+    lazy = {_name(p): _lazy_names(p) for p in MODULES if p.name == "__init__.py"}
+    graph = {}
+    for p in MODULES:
+        tree = ast.parse(p.read_text())
+        skip = {id(n) for top in ast.walk(tree) if isinstance(top, ast.If)
+                and "TYPE_CHECKING" in ast.unparse(top.test) for n in ast.walk(top)}
+        rel = p.relative_to(PKG).with_suffix("").parts
+        pkg = list(rel[:-1])
+        edges = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                edges |= {a.name.removeprefix("inference_factory").lstrip(".")
+                          for a in node.names if a.name.startswith("inference_factory")}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    mod = ".".join(pkg[:len(pkg) - node.level + 1]
+                                   + ([node.module] if node.module else []))
+                elif node.module.startswith("inference_factory"):
+                    mod = node.module.removeprefix("inference_factory").lstrip(".")
+                else:
+                    continue
+                for a in node.names:
+                    sub = f"{mod}.{a.name}".strip(".")
+                    q = PKG / sub.replace(".", "/")
+                    if q.with_suffix(".py").exists() or q.is_dir():
+                        edges.add(sub)
+                    elif a.name in lazy.get(mod, {}):
+                        edges.add(_resolve_lazy(mod, lazy[mod][a.name]))
+                    else:
+                        edges.add(mod)
+        graph[_name(p)] = edges
+    known = set(graph)
+
+    def resolve(m):      # `from .x import y` where y is a name: the module x
+        while m and m not in known:
+            m = m.rsplit(".", 1)[0] if "." in m else ""
+        return m
+
+    return {k: {m for m in (resolve(m) for m in v) if m and m != k
+                and not k.startswith(m + ".")} for k, v in graph.items()}
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (a -> ... -> a) per strongly connected component of two or more modules
+    (Tarjan's algorithm, then a shortest way back within the component)."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def strong(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    circles = []
+    for comp in comps:
+        start, inside = comp[0], set(comp)
+        paths, seen = {start: [start]}, {start}
+        frontier = [start]
+        while frontier:            # breadth first, back to start
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v] & inside):
+                    if w == start:
+                        circles.append(paths[v] + [start])
+                        frontier, nxt = [], []
+                        break
+                    if w not in seen:
+                        seen.add(w)
+                        paths[w] = paths[v] + [w]
+                        nxt.append(w)
+                else:
+                    continue
+                break
+            frontier = nxt
+    return circles
+
+
+def test_there_is_no_import_circle_counting_imports_inside_functions():
+    """DESIGN.md: no two modules import each other, counting imports inside functions (a
+    function-level import of the package defers work; it does not make a circle go away).
+    Only a heavy third-party import may be deferred, and those are not package edges."""
+    circles = import_circles(full_graph())
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle_behind_a_function_level_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
+    assert import_circles(graph) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+MAX_LINES = 450
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_module_is_over_450_lines(path):
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES, f"{_name(path)} has {n} lines (at most {MAX_LINES}: split it)"
+
+
+def _folder_of(module: str) -> Path:
+    q = PKG / module.replace(".", "/")
+    return q if q.is_dir() else q.parent
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_private_name_is_imported_from_another_folder(path):
+    """A ``_name`` is its folder's own: another folder imports a public name (or the
+    function moves where it belongs)."""
+    rel = path.relative_to(PKG).with_suffix("").parts
+    pkg = list(rel[:-1])
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            mod = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module
+                                                              else []))
+        elif node.module.startswith("inference_factory"):
+            mod = node.module.removeprefix("inference_factory").lstrip(".")
+        else:
+            continue
+        for a in node.names:
+            if a.name.startswith("_") and not a.name.startswith("__") \
+                    and _folder_of(mod) != path.parent:
+                bad.append(f"{mod}.{a.name}")
+    assert not bad, f"{_name(path)} imports private names of another folder: {bad}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if _name(p).split(".")[0]
+                                  in ("analysis", "cli")], ids=_name)
+def test_analysis_and_cli_reach_the_engine_through_its_public_names(path):
+    """``from ..engine import name`` with ``name`` in ``engine.__all__``: never a module
+    inside the engine (``engine.geometry``, ``engine.arrays``...), which may change."""
+    import inference_factory.engine as engine
+
+    rel = path.relative_to(PKG).with_suffix("").parts
+    pkg = list(rel[:-1])
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names
+                    if a.name.startswith("inference_factory.engine")]
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            mod = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module
+                                                              else []))
+        elif node.module.startswith("inference_factory"):
+            mod = node.module.removeprefix("inference_factory").lstrip(".")
+        else:
+            continue
+        if mod.startswith("engine."):
+            bad.append(mod)
+        elif mod == "engine":
+            bad += [f"engine.{a.name}" for a in node.names if a.name not in engine.__all__]
+    assert not bad, f"{_name(path)} reaches into the engine: {sorted(set(bad))}"

@@ -13,7 +13,7 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-PUBLIC = {"inference_factory", "inference_factory.questions", "inference_factory.economics",
+PUBLIC = {"inference_factory", "inference_factory.analysis", "inference_factory.analysis.economics",
           "inference_factory.factory.compare", "inference_factory.factory.config",
           "inference_factory.factory.report"}
 

@@ -12,7 +12,7 @@ and bytes do not).
 
 import pytest
 
-from inference_factory.engine.architecture import architecture
+from inference_factory.engine.layer_mix import architecture
 import inference_factory as inf
 
 # (model, hardware, tp, context, precision, phase, batch, latency_ms)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inference_factory import validation
+from inference_factory.analysis import validation
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "validation" / "dev_cases.csv"

@@ -1,6 +1,6 @@
 """Documented upper bounds of every input (docs/schema/README.md), as plain numbers.
 
-The schema (:mod:`inference_factory.schema`, pydantic) and the command line's option grammar
+The schema (:mod:`inference_factory.specs.schema`, pydantic) and the command line's option grammar
 (:mod:`inference_factory.grammar`, which must import fast) read the same constants.
 """
 

@@ -1,10 +1,10 @@
-"""Model-structure term and coverage (analysis/bands.py): independent computations by hand."""
+"""Model-structure term and coverage (analysis/validation/bands.py): computations by hand."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from inference_factory.analysis import bands
+from inference_factory.analysis.validation import bands
 
 
 def test_conformal_quantile_is_the_ceil_n_plus_1_level_order_statistic():

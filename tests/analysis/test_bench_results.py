@@ -8,7 +8,7 @@ Reference values:
   back must give the same numbers exactly (a copy, no arithmetic).
 - the InferenceX processed records are computed in this file from the formulas of
   InferenceX's ``utils/process_result.py`` (IMAX_REPO, quoted in the module docstring of
-  ``analysis/bench_results.py``): tput_per_gpu = total / (tp * pp * pcp_size), multinode
+  ``analysis/bench/results.py``): tput_per_gpu = total / (tp * pp * pcp_size), multinode
   output_tput_per_gpu = output / decode GPUs, latencies in s, intvty = 1000 / tpot_ms. The
   reader inverts them; a float round trip (x / n * n, x / 1000 * 1000) is exact to ~1e-15,
   hence rel=1e-12.
@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from inference_factory.analysis.bench_results import (COLUMNS, compare_results,
+from inference_factory.analysis.bench.results import (COLUMNS, compare_results,
                                                       read_bench_results,
                                                       summarize_comparison)
 from inference_factory.errors import SpecError

@@ -24,7 +24,7 @@ from inference_factory.factory.config import Levers, load_config
 from inference_factory.factory.simulate import lever_precisions
 from inference_factory.analysis.economics import gpu_cost_usd_per_hour
 from inference_factory.analysis.plan import config_toml, plan
-from inference_factory.analysis.plan_candidates import pack_pools
+from inference_factory.analysis.plan.candidates import pack_pools
 from inference_factory.factory.plan_check import plan_check
 from inference_factory.factory.simulate import simulate
 

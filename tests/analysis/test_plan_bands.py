@@ -1,4 +1,4 @@
-"""Prediction bands of plan's recommendations (analysis/plan_bands.py).
+"""Prediction bands of plan's recommendations (analysis/plan/bands.py).
 
 Reference values: the plan's own point (a band holds it); an independent computation of the
 closed form where the spreads are zeroed (the draws then reproduce the point, so the band
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from inference_factory.analysis.plan import plan
-from inference_factory.analysis.plan_bands import BANDED
+from inference_factory.analysis.plan.bands import BANDED
 from inference_factory.engine.uncertainty import resolve
 
 REPO = Path(__file__).resolve().parents[2]

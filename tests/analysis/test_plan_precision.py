@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import inference_factory as inf
-from inference_factory.analysis import plan_candidates as pc
-from inference_factory.analysis import plan_footing as pf
+from inference_factory.analysis.plan import candidates as pc
+from inference_factory.analysis.plan import footing as pf
 from inference_factory.analysis.plan import plan, profile_precisions
 from inference_factory.engine.measured import tables_for
 from inference_factory.errors import SpecError

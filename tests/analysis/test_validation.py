@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 import inference_factory as inf
-from inference_factory.analysis import validation as val
+from inference_factory.analysis.validation import predictions as val
 from inference_factory.cli import cli
 from inference_factory.errors import SpecError
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import inference_factory as inf
-from inference_factory.engine.architecture import architecture
+from inference_factory.engine.layer_mix import architecture
 from inference_factory import units
 from inference_factory.cli import cli, main
 

@@ -17,7 +17,7 @@ import pytest
 
 import inference_factory as inf
 from inference_factory.engine import attention
-from inference_factory.engine.architecture import architecture
+from inference_factory.engine.layer_mix import architecture
 from inference_factory.errors import SpecError
 
 from . import toy_span

@@ -27,9 +27,9 @@ def _leave_one_out(df: pd.DataFrame, fam: M.Family, max_rows: int = 4000) -> np.
     """|ln(predicted / measured)| of measured points predicted from their two neighbours
     along each interpolation axis (others fixed), with the point itself left out: the
     engine's linear-in-log interpolation of ln(measured / roofline) between shapes
-    (:func:`inference_factory.analysis.bands.leave_one_out_residuals`, whose signed
+    (:func:`inference_factory.analysis.validation.bands.leave_one_out_residuals`, whose signed
     residuals the bands use; tests/analysis/test_bands.py checks it on ln-linear tables)."""
-    from inference_factory.analysis.bands import leave_one_out_residuals
+    from inference_factory.analysis.validation.bands import leave_one_out_residuals
 
     errs = np.abs(leave_one_out_residuals(df, fam))
     if errs.size > max_rows:

@@ -23,7 +23,7 @@ import inference_factory as inf
 from inference_factory import units
 from inference_factory.analysis.economics import add_economics
 from inference_factory.analysis.questions import best_draft_depth
-from inference_factory.analysis.slo import max_batch_meeting_slo
+from inference_factory.analysis.questions.slo import max_batch_meeting_slo
 from inference_factory.analysis.sweep import SweepSpec, parse_values, run_sweep
 from inference_factory.output.files import json_text
 from inference_factory.output.metadata import COUNTS, cf_attrs, integer_counts

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_factory.engine.architecture import architecture
+from inference_factory.engine.layer_mix import architecture
 from inference_factory import units
 from inference_factory.errors import SpecError
 from inference_factory.specs.realism import TERMS, Realism, load_realism

@@ -110,7 +110,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                         "--decode-pool give each pool's shape there")
     measured = None
     if compare_paths:
-        from ..analysis.bench_results import read_bench_results
+        from ..analysis.bench.results import read_bench_results
         measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
         if concurrency is None:
             concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
@@ -166,7 +166,7 @@ def _with_bands(df, columns):
 
 def _comparison_text(df, measured, fmt: str, head: str) -> str:
     """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``)."""
-    from ..analysis.bench_results import compare_results, summarize_comparison
+    from ..analysis.bench.results import compare_results, summarize_comparison
 
     cmp = compare_results(df, measured)
     summary = summarize_comparison(cmp)

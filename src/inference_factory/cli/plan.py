@@ -225,9 +225,9 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
 def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]:
     """(file, hardware, text) of each device's recommendation that meets the targets: one
     device writes FILE.toml, several FILE-<device>.toml
-    (:func:`inference_factory.analysis.plan_config.config_path`)."""
+    (:func:`inference_factory.analysis.plan.config.config_path`)."""
     from ..analysis.plan import config_toml
-    from ..analysis.plan_config import config_path
+    from ..analysis.plan.config import config_path
 
     recs = result.recommendations
     good = [str(h) for h, why in zip(recs["hardware"], recs["reason"].fillna(""))
@@ -304,9 +304,9 @@ def _transpose(df, recs=None):
 
 
 def _label(col: str) -> str:
-    from ..output.tables import _display
+    from ..output.tables import display_header
 
-    name, factor = _display(col)
+    name, factor = display_header(col)
     if col in ("ttft_s", "tpot_s"):
         return name
     return name

@@ -251,7 +251,7 @@ def _split_economics(options: dict[str, Any], model: str | None = None
     cost = q.cost_model(**{k: v for k, v in cost.items() if v is not None})
     ratio = options.pop("input_tokens_per_output_token", None)
     if ratio is not None:
-        from ..analysis.question_args import check_ratio
+        from ..analysis.questions.args import check_ratio
 
         ratio = check_ratio("--input-per-output", ratio)
     econ = {"price": options.pop("price", None), "cost": cost,
@@ -298,7 +298,7 @@ def check_shapes(model: str, hardware: Sequence[str], axes: dict[str, tuple],
     import itertools
 
     from ..axes import STRUCT_AXES
-    from ..engine.geometry import validate_struct
+    from ..engine import validate_struct
     from ..specs.realism import load_realism
     from ..specs import load_hardware, load_model
 

@@ -1,4 +1,4 @@
-"""Click commands for :mod:`inference_factory.questions` (thin: parse, call, print).
+"""Click commands for :mod:`inference_factory.analysis.questions` (thin: parse, call, print).
 
 ``best-draft``, ``max-batch``, ``cheapest``, ``pareto``, ``tornado`` and ``montecarlo``; each
 prints a table, or with ``--json`` one JSON object. Registered on the root group at the bottom

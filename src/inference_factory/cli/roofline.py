@@ -136,8 +136,8 @@ def _band_text(v: dict[str, Any]) -> str:
 
 def _footing_text(ops, phase: str) -> str:
     """``measured 76%, interpolated 18%, ...``: each cost source's share of a pass's op time
-    (:func:`inference_factory.analysis.plan_footing.op_source_shares`) and the label."""
-    from ..analysis.plan_footing import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
+    (:func:`inference_factory.analysis.plan.footing.op_source_shares`) and the label."""
+    from ..analysis.plan.footing import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
                                          op_source_shares)
 
     sh = op_source_shares(ops[f"{phase}_op_time_s"].values, ops[f"{phase}_op_source"].values)
@@ -196,14 +196,14 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
     point = {k: x for k, x in options.items() if x is not None}
     band = None
     if uncertainty:
-        from ..engine.arrays import _realism, evaluate_arrays
+        from ..engine import evaluate_arrays, resolve_realism as _realism
 
         band = evaluate_arrays(model, hardware, realism=_realism(ideal, realism),
                                draft_model=draft_model, uncertainty=True, **point)
     if not (as_json or show_ops):       # the report of one point: arrays, no Dataset
         import numpy as np
 
-        from ..engine.arrays import _realism, evaluate_arrays, realism_mode
+        from ..engine import evaluate_arrays, realism_mode, resolve_realism as _realism
 
         m, h = load_model(model), load_hardware(hardware)
         rl = _realism(ideal, realism)

@@ -168,7 +168,7 @@ def models_list() -> None:
 def _architecture(m: ModelSpec):
     """The model's counts and memory from its attention kinds (the engine: numpy loads here,
     not when the command line starts)."""
-    from ..engine.architecture import architecture
+    from ..engine import architecture
     return architecture(m)
 
 

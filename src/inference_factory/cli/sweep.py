@@ -1,8 +1,8 @@
 """``inference-factory sweep``: evaluate a grid of named axes and write it (and/or plot it).
 
-Thin: options become a :class:`~inference_factory.sweep.SweepSpec`; the library evaluates
-(:func:`~inference_factory.sweep.run_sweep`), writes (:func:`~inference_factory.sweep.write_result`)
-and draws (:func:`~inference_factory.sweep_plot.plot_sweep`). Every bad input is a
+Thin: options become a :class:`~inference_factory.analysis.sweep.SweepSpec`; the library
+evaluates (:func:`~inference_factory.analysis.sweep.run_sweep`), writes
+(:func:`~inference_factory.analysis.sweep.write_result`) and draws (:func:`~inference_factory.sweep_plot.plot_sweep`). Every bad input is a
 :class:`~inference_factory.SpecError`, which the root group prints as one line with exit
 status 2; all checks run before anything is written, so a bad sweep leaves no file.
 """
@@ -76,11 +76,11 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
 def _parsed(items, option: str, parse) -> dict[str, Any]:
     """``--axis`` / ``--set`` values: already parsed by the option grammar (a dict), or
     strings (library callers); numeric axes as floats, as in sweep files."""
-    from ..analysis.sweep import _coerce
+    from ..analysis.sweep import coerce_values
 
     if isinstance(items, dict):
-        return {k: (_coerce(k, v, f"{option} {k}") if isinstance(v, tuple)
-                    else _coerce(k, (v,), f"{option} {k}")[0]) for k, v in items.items()}
+        return {k: (coerce_values(k, v, f"{option} {k}") if isinstance(v, tuple)
+                    else coerce_values(k, (v,), f"{option} {k}")[0]) for k, v in items.items()}
     out: dict[str, Any] = {}
     for text in items:
         name, value = parse(text)

@@ -17,7 +17,7 @@ from ..specs import ModelSpec
 from . import grid as G
 from . import schedule as S
 from .cost import Cost, cost_ops
-from .architecture import architecture
+from .layer_mix import architecture
 from .geometry import (Geom, Layers, activation_bytes_per_token, for_draft, main_layers,
                        mtp_layers, weight_bytes_per_gpu)
 from .ops import layer_ops

@@ -16,7 +16,7 @@ from ..kernels import moe as kmoe
 from ..specs.realism import Realism
 from ..bounds import MAX_GPUS
 from ..specs import HardwareSpec, ModelSpec
-from .architecture import architecture
+from .layer_mix import architecture
 from .precision import WEIGHT_ONLY_FORMATS, compute_precision  # noqa: F401 (re-exported)
 
 

@@ -16,7 +16,7 @@ from ..kernels import attention as katt
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
 from . import measured as M
-from .architecture import architecture
+from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
 from .op import Op, gemm, gemm_dtype

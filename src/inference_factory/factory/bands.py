@@ -1,7 +1,7 @@
 """Bands of a simulated scenario (``simulate --uncertainty``, ``compare --uncertainty``): the
 scenario re-simulated on draws of the component uncertainty (:mod:`..engine.uncertainty`).
 Its home is the factory floor (compare and simulate call it); ``plan``'s bands are in
-:mod:`inference_factory.analysis.plan_bands`."""
+:mod:`inference_factory.analysis.plan.bands`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def simulate_bands(cfg, metrics: dict, uncertainty, *, trace=None, n: int | None
     stratum. The assumptions a factory config states (expert skew, acceptance per class)
     are the config's and are not drawn. Then widened by the decode device's
     model-structure term unless ``uncertainty="components"``. The point is not moved."""
-    from ..engine.arrays import _realism
+    from ..engine import resolve_realism
     from ..engine.uncertainty import (OpFactors, band, perturbed, resolve, strata,
                                       structure_ln, widen)
     from .simulate import config_trace, simulate
@@ -34,7 +34,7 @@ def simulate_bands(cfg, metrics: dict, uncertainty, *, trace=None, n: int | None
 
     u = resolve(uncertainty)
     n = int(n or min(u.draws, SIMULATE_DRAWS))
-    rl = _realism(False, None)
+    rl = resolve_realism(False, None)
     trace = trace if trace is not None else config_trace(cfg)
     memo = {} if cache_memo is None else cache_memo
     free = {"runtime_reserve_frac", "overlap_comm_sm_frac"} & set(u.ranges)

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import SpecError, warn
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
-from ..specs.files import _read_toml
+from ..specs.files import read_toml
 from ..specs.prices import Economics, Price, load_prices
 from .trace import WorkloadClass, WorkloadSpec
 
@@ -211,7 +211,7 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     p = Path(path) if _chain else bundled_config_path(path)
     from ..specs import schema   # pydantic: imported when a config is read, not with plan
 
-    doc = schema.check(schema.FactoryConfigFile, _read_toml(p), str(p))
+    doc = schema.check(schema.FactoryConfigFile, read_toml(p), str(p))
     extends = doc.extends or ""
     base = None
     if extends:

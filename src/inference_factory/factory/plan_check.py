@@ -16,7 +16,7 @@ PLAN_AGREEMENT_REL = 0.10
 
 def plan_figures(path) -> dict[str, Any]:
     """The plan's own figures in a config written by ``plan --emit-config`` (its ``#plan KEY
-    = VALUE`` comment lines, :data:`inference_factory.analysis.plan_config.PLAN_FIGURES`);
+    = VALUE`` comment lines, :data:`inference_factory.analysis.plan.config.PLAN_FIGURES`);
     empty for any other config."""
     import tomllib
     from pathlib import Path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.architecture import architecture
+from ..engine.layer_mix import architecture
 from ..errors import SpecError
 from ..kernels import memory as kmem
 from ..kernels import moe as kmoe

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import evaluate
-from ..engine.architecture import architecture
+from ..engine.layer_mix import architecture
 from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon

@@ -120,7 +120,7 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
                                          "output tokens per second per GPU at the best depth"),
     "fits_any_depth": (None, "some draft depth fits in HBM"),
     "speedup_over_no_draft": ("1", "metric at the best depth over the metric without drafts"),
-    # bench (analysis/bench_metrics.VARIABLES holds its own; its coordinate here)
+    # bench (analysis/bench/metrics.VARIABLES holds its own; its coordinate here)
     "concurrency": ("requests", "requests in flight"),
 }
 

@@ -46,7 +46,7 @@ def format_number(x: Any) -> str:
     return text
 
 
-def _display(name: str) -> tuple[str, float]:
+def display_header(name: str) -> tuple[str, float]:
     """Header with its unit, and the factor applied to the values: seconds are shown as
     ms, fractions as %, token rates and dollars with short units."""
     if name.endswith("_frac"):
@@ -120,7 +120,7 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
 
     heads, cols, numeric = [], [], []
     for c in columns:
-        h, factor = _display(str(c))
+        h, factor = display_header(str(c))
         values = table[c]
         is_num = all(isinstance(_cell(v), (int, float)) or _cell(v) is None for v in values) and \
             not all(isinstance(_cell(v), bool) for v in values if _cell(v) is not None)

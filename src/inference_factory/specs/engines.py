@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from .catalog import _cached
-from .files import _read_toml, data_dir
+from .files import read_toml, data_dir
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _parse(p: Path):
     from .schema_base import check
     from .schema_engines import ServingEnginesFile
 
-    f = check(ServingEnginesFile, _read_toml(p), str(p))
+    f = check(ServingEnginesFile, read_toml(p), str(p))
     engines = {k: ServingEngine(name=k, path=str(p), **e.model_dump())
                for k, e in f.engines.items()}
     if f.default not in engines:

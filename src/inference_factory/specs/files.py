@@ -56,7 +56,7 @@ def data_dir(kind: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from .. import units
 from ..errors import SpecError
-from .files import _read_toml
+from .files import read_toml
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,13 +70,13 @@ class HardwareSpec:
 
 def _parse_hardware(path: Path) -> HardwareSpec:
     """Build a :class:`HardwareSpec` from a file checked against
-    :class:`~inference_factory.schema.HardwareFile` (types, ranges, unknown keys), plus the
+    :class:`~inference_factory.specs.schema.HardwareFile` (types, ranges, unknown keys), plus the
     rules that tie keys together."""
     # pydantic: imported when a spec is loaded, not with the CLI; the spec schemas only
     from . import schema_specs as schema
     from .schema_base import check
 
-    f = check(schema.HardwareFile, _read_toml(path), str(path))
+    f = check(schema.HardwareFile, read_toml(path), str(path))
     dense = {prec: getattr(f.compute, f"{prec}_tflops") * units.TFLOP
              for prec in units.PRECISIONS if getattr(f.compute, f"{prec}_tflops") is not None}
     if not dense:

@@ -10,7 +10,7 @@ from typing import Any
 from .. import units
 from ..errors import SpecError
 from ..kernels import params as kparams
-from .files import _read_toml
+from .files import read_toml
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ class ModelSpec:
     def n_moe_layers(self) -> int:
         return self.n_layers - self.n_dense_layers
 
-    # -- parameters per component (attention's: its kind, engine/architecture.py) -----------
+    # -- parameters per component (attention's: its kind, engine/layer_mix.py) -----------
     @property
     def n_dense_ffn_params_per_layer(self) -> float:
         return kparams.swiglu_ffn_params(hidden_size=self.hidden_size,
@@ -176,11 +176,11 @@ def _quant_format(path, key: str, fmt: str | None, precision: str) -> str:
 
 def _parse_model(path: Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a file checked against
-    :class:`~inference_factory.schema.ModelFile`, plus the rules that tie keys together."""
+    :class:`~inference_factory.specs.schema.ModelFile`, plus the rules that tie keys together."""
     from . import schema_specs as schema
     from .schema_base import check
 
-    f = check(schema.ModelFile, _read_toml(path), str(path))
+    f = check(schema.ModelFile, read_toml(path), str(path))
     a, at, ffn = f.architecture, f.attention, f.ffn
     kind = at.kind          # its own keys are checked by its module (engine/attention)
     n_q, n_kv = at.n_q_heads, at.n_kv_heads

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SpecError
-from .files import _read_toml, data_dir
+from .files import read_toml, data_dir
 
 #: Token mix of DeepSeek's published production day, input per output token:
 #: 608B input / 168B output tokens (deployments.csv, DS_DAY6).
@@ -58,7 +58,7 @@ def load_prices(path: str | os.PathLike | None = None) -> dict[str, Price]:
     from . import schema  # pydantic: imported when prices are loaded, not with the CLI
 
     p = Path(path) if path is not None else data_dir("configs") / "prices.toml"
-    f = schema.check(schema.PricesFile, _read_toml(p), str(p))
+    f = schema.check(schema.PricesFile, read_toml(p), str(p))
     out = {}
     for r in f.price:
         pr = Price(id=r.id, model=r.model,
@@ -165,7 +165,7 @@ def _parse_bases(p: Path) -> tuple[dict[str, PriceBasis], dict[str, PowerBasis]]
     from .schema_base import check
     from .schema_config import PriceBasesFile
 
-    f = check(PriceBasesFile, _read_toml(p), str(p))
+    f = check(PriceBasesFile, read_toml(p), str(p))
     prices: dict[str, PriceBasis] = {}
     for t in f.price_basis:
         if t.name in prices or t.name == HARDWARE_FILE_BASIS:

@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import units
 from ..errors import SpecError
 from .catalog import _cached
-from .files import _read_toml, data_dir
+from .files import read_toml, data_dir
 from .hardware import HardwareSpec
 
 TERMS = ("gemm", "small_m", "attention", "hbm", "links", "latency", "overhead", "overlap_sms",
@@ -200,7 +200,7 @@ def _parse_realism(p: Path) -> Realism:
     from .schema_base import check
     from .schema_realism import RealismFile
 
-    f = check(RealismFile, _read_toml(p), str(p))
+    f = check(RealismFile, read_toml(p), str(p))
     g, a, ln, ok = f.gemm, f.attention, f.links, f.other_kernels
     return Realism(
         gemm=g.enabled, default_large_gemm_frac=float(g.default_large_gemm_frac),

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from ..errors import SpecError
 from .catalog import _cached
-from .files import _read_toml, data_dir
+from .files import read_toml, data_dir
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _parse(p: Path) -> Uncertainty:
     from .schema_base import check
     from .schema_uncertainty import UncertaintyFile
 
-    raw = _read_toml(p)
+    raw = read_toml(p)
     f = check(UncertaintyFile, raw, str(p))
     q = tuple(float(x) for x in f.sampling.quantiles)
     if not q[0] < q[1] < q[2]:

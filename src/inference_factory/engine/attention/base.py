@@ -11,7 +11,7 @@ layers of a model that use it:
 - its **memory** per layer (:meth:`AttentionKind.memory`): bytes per token of context (up
   to the span of tokens the layer keeps) and bytes per sequence independent of context
   (a recurrent state, a fixed ring); ``fits``, the batch cap, prefix restores and the
-  factory's cache tiers read both (:mod:`..architecture`);
+  factory's cache tiers read both (:mod:`..layer_mix`);
 - its **structure**: parameters per layer, the check of its keys in the model file, how
   tensor parallelism splits its cache, its replicated weights, the realism key of its small
   kernels and the lines ``models show`` prints.

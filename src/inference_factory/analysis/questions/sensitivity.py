@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs,
+from ..economics import (INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs,
                         economics_from_rates, facility_power_w, gpu_cost_usd_per_hour,
                         gpu_hour_price)
-from ..specs.prices import check_power_basis, resolve_price, resolve_price_bases
-from ..engine import NUMERIC_AXES, STRUCT_AXES, evaluate
-from ..errors import SpecError
-from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
-from .question_args import (COST_PARAMETERS, DOLLAR_METRICS, PRICE_PARAMETERS, PRICED,
+from ...specs.prices import check_power_basis, resolve_price, resolve_price_bases
+from ...engine import NUMERIC_AXES, STRUCT_AXES, evaluate
+from ...errors import SpecError
+from ...specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from .args import (COST_PARAMETERS, DOLLAR_METRICS, PRICE_PARAMETERS, PRICED,
                             RATIO_PARAMETER, _check_kwargs, _single)
 
 
@@ -63,7 +63,7 @@ def _check_econ_value(name: str, v: float) -> None:
 
 
 def cost_model(**kwargs: Any) -> CostModel:
-    """A :class:`~inference_factory.economics.CostModel` with its values checked: ``cost_basis``
+    """A :class:`~inference_factory.analysis.economics.CostModel` with its values checked: ``cost_basis``
     one of rental / capex / tco, and every number of :data:`COST_PARAMETERS` in range."""
     fields = {f.name for f in dataclasses.fields(CostModel)}
     for k, v in kwargs.items():

@@ -54,7 +54,7 @@ def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[s
     Returns ``measured_share`` (measured + interpolated rows), ``table_share`` (with
     extrapolated rows), ``decode_measured_share``, ``prefill_measured_share`` and the
     ``footing`` label (:func:`footing_label`)."""
-    from ..engine import evaluate
+    from ...engine import evaluate
 
     opts = dict(engine_options or {})
     precs = {k: row[k] for k in ("weight_precision", "moe_precision", "kv_precision",
@@ -102,7 +102,7 @@ def add_footing(recs: pd.DataFrame, cand: pd.DataFrame, m, hws, *, isl: int, osl
     """The recommendations with each device's footing (:func:`footing_of`) at its
     recommendation, or at its best-ranked candidate where nothing meets the targets; a
     device with no candidate at all is ``roofline-only`` when it has no measured tables."""
-    from ..engine.measured import tables_for
+    from ...engine import tables_for
 
     cols: dict[str, list] = {k: [] for k in ("footing", "measured_share", "table_share",
                                              "decode_measured_share",

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import SpecError, show
+from ...errors import SpecError, show
 
 #: Columns every frame of :func:`read_bench_results` has, in order (NaN/None where unknown).
 COLUMNS = ("source", "format", "model", "hardware", "framework", "precision", "deployment",

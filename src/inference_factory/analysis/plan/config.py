@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..axes import NUMERIC_AXES
-from .economics import CostModel
-from ..errors import SpecError
-from ..specs import load_hardware, load_model
+from ...axes import NUMERIC_AXES
+from ..economics import CostModel
+from ...errors import SpecError
+from ...specs import load_hardware, load_model
 
 
 if TYPE_CHECKING:
-    from .plan import PlanResult
+    from .search import PlanResult
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,8 +78,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     1, else 0.8, the fleet's headroom), so that ``simulate`` sizes the plan's instance
     counts at that utilisation. With a load given to :func:`plan` the rate is that load.
     The plan's own figures follow as ``#plan`` comment lines (:data:`PLAN_FIGURES`)."""
-    from ..specs.realism import load_realism
-    from ..specs.prices import load_prices
+    from ...specs.realism import load_realism
+    from ...specs.prices import load_prices
 
     req = result.request
     recs = result.recommendations
@@ -267,7 +267,7 @@ def plot_front(result: PlanResult, path, *, size: tuple[float, float] = (8.0, 5.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..output.files import atomic_output
+    from ...output.files import atomic_output
 
     req = result.request
     fig = Figure(figsize=size, dpi=dpi, layout="constrained")

@@ -2,7 +2,7 @@
 
 A *case* is one published figure (a throughput or a latency of a real serving system) with
 the deployment that produced it. :func:`load_cases` reads and checks a case file (the CSV
-contract of ``docs/VALIDATION.md``; :mod:`.validation_cases`) before anything is predicted;
+contract of ``docs/VALIDATION.md``; :mod:`.cases`) before anything is predicted;
 :func:`predict` evaluates every case with the engine
 (:func:`inference_factory.engine.evaluate_arrays`) and the bundled realism constants (no
 per-case factor, nothing fitted); :func:`summarize` reports the median and worst
@@ -23,12 +23,12 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..engine import evaluate_arrays
-from ..errors import SpecError
-from ..output.tables import format_number
+from ...engine import decode_outputs, evaluate_arrays
+from ...errors import SpecError
+from ...output.tables import format_number
 # the case-file contract and its checks: importable from here too
-from .validation_cases import (COLUMNS, METRICS, OVERLAPS, PHASES, _check_cells,  # noqa: F401
-                               _check_row, _read_rows, _Row, load_cases)
+from .cases import (COLUMNS, METRICS, OVERLAPS, PHASES, _check_cells,  # noqa: F401
+                    _check_row, _read_rows, _Row, load_cases)
 
 #: Points of the batch grid searched for SLO cases (geometric + linear, deduplicated).
 GRID_POINTS = 48
@@ -95,32 +95,6 @@ def _pick(throughput: np.ndarray, ok: np.ndarray, fallback: np.ndarray) -> tuple
     return int(np.argmax(fallback)), False
 
 
-def _colocated_decode(D, P, ratio_io):
-    """Output tokens/s per GPU when the same GPUs also prefill every request:
-    ``1 / (1/D + (I/O) / P)`` (a request of I input and O output tokens takes I/P + O/D
-    GPU-seconds)."""
-    return 1.0 / (1.0 / D + ratio_io / P)
-
-
-def _metric_of(c: Mapping[str, Any], res: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The case's metric from the engine's outputs at its chosen operating point (every
-    array along the draws of a band: :func:`.bands.case_band`); the mapping of
-    :func:`_predict_case`."""
-    if c["phase"] == "prefill":
-        if c["metric"] == "ttft_s":
-            return res["ttft_s"]
-        if c["unit"] == "computed tokens/s/GPU":
-            return res["prefill_computed_tokens_per_s_per_gpu"]
-        return res["prefill_tokens_per_s_per_gpu"]
-    D, user = res["decode_tokens_per_s_per_gpu"], res["decode_tokens_per_s_per_user"]
-    if c["colocated"]:
-        D_eff = _colocated_decode(D, res["prefill_tokens_per_s_per_gpu"],
-                                  float(c["input_len"]) / float(c["output_len"]))
-        user, D = user * (D_eff / D), D_eff
-    return {"decode_tokens_per_s_per_gpu": D, "decode_tokens_per_s_per_user": user,
-            "tpot_s": 1.0 / user}[c["metric"]]
-
-
 def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     kw = _engine_kwargs(c)
     m, hw = c["model"], c["hardware"]
@@ -179,10 +153,12 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     if c["colocated"]:
         # the same GPUs prefill every request: per GPU, a request of I input and O output
         # tokens takes I / P + O / D GPU-seconds, and users get tokens only while decoding
-        ratio_io = float(c["input_len"]) / float(c["output_len"])
-        D_eff = _colocated_decode(D, P_j, ratio_io)
-        user = user * (D_eff / D)           # = user x decode share of GPU time
-        D = D_eff
+        # (the engine's decode_outputs: per user x decode share of GPU time)
+        co = decode_outputs({"decode_tokens_per_s_per_gpu": D,
+                             "decode_tokens_per_s_per_user": user},
+                            prefill_tokens_per_s_per_gpu=P_j,
+                            input_per_output_token=float(c["input_len"]) / float(c["output_len"]))
+        D, user = co["decode_tokens_per_s_per_gpu"], co["decode_tokens_per_s_per_user"]
     ok = user >= min_user * (1 - 1e-12) if has_user_slo else np.ones_like(D, bool)
     i, met_user = _pick(D, ok, user)
     if has_user_slo:

@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .economics import INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs
-from ..specs.prices import resolve_price
-from ..engine import STRUCT_AXES, evaluate, to_dataframe
-from ..errors import SpecError
-from ..output.metadata import annotate
-from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
-from .question_args import (DOLLAR_METRICS, _check_kwargs, _int_list, _point_kwargs, _positive,
+from ..economics import INPUT_TOKENS_PER_OUTPUT_TOKEN, CostModel, add_economics, cost_attrs
+from ...specs.prices import resolve_price
+from ...engine import STRUCT_AXES, evaluate, to_dataframe
+from ...errors import SpecError
+from ...output.metadata import annotate
+from ...specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from .args import (DOLLAR_METRICS, _check_kwargs, _int_list, _point_kwargs, _positive,
                             _spec_maps, default_batch_grid)
 
 
@@ -278,7 +278,7 @@ def cheapest_meeting_slo(model: str | ModelSpec | Sequence, hardware: str | Hard
         Decode batch grid (default 129 geometric steps from 1 to 4096, about 7% apart); the
         operating batch is a grid point.
     price, cost, input_tokens_per_output_token
-        As for :func:`~inference_factory.economics.add_economics`.
+        As for :func:`~inference_factory.analysis.economics.add_economics`.
     metric : str
         ``usd_per_mtok_output`` (default), ``usd_per_mtok_blended`` or ``usd_per_mtok_input``.
 

@@ -1,8 +1,8 @@
 """The plan's candidates as arrays: each instance shape's grid (overlap x decode batch x draft
 depth x prefill batch) through the engine in one pass per overlap, the aggregated and
 disaggregated candidates of a device and precision profile as one frame, their SLO verdicts,
-the sizing for a load, the ranking, the recommendation and the Pareto front (its footing:
-:mod:`.plan_footing`)."""
+their closed loop (:mod:`..closed_loop`); the sizing for a load, the ranking, the
+recommendation and the Pareto front are :mod:`.ranking`, the footing :mod:`.footing`."""
 
 from __future__ import annotations
 
@@ -11,18 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .economics import usd_per_mtok_at
-from .pareto import pareto_mask
-from ..engine import evaluate_arrays
-from ..engine.arrays import invalid_fill
-from ..errors import SpecError
-from ..kernels.serving import gpus_for_load
+from ..economics import usd_per_mtok_at
+from ...engine import evaluate_arrays, invalid_fill
+from ...errors import SpecError
 
 
-#: What a recommendation optimises: name -> "min" or "max".
-OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
-                              "output_tokens_per_s_per_gpu": "max",
-                              "tokens_per_s_per_user": "max"}
 _DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
                 "max_batch_size", "decode_binding_resource", "usd_per_mtok_output",
                 "tokens_per_step")
@@ -148,10 +141,10 @@ _LOOP_COLUMNS = ("loop_request_rate_per_s", "loop_in_service", "loop_ttft_s", "l
 
 def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[str, np.ndarray]:
     """Each aggregated row (overlap, batch, depth) as ``bench``'s closed loop at its decode
-    batch (:func:`.bench.loop_at_batch`, default serving-engine profile): prompts per pass
+    batch (:func:`..closed_loop.loop_at_batch`, default serving-engine profile): prompts per pass
     gathered in the poll window, from the shape's own pass times over the prefill-batch grid."""
-    from ..specs.engines import load_serving_engine
-    from .bench import loop_at_batch
+    from ...specs.engines import load_serving_engine
+    from ..closed_loop import loop_at_batch
 
     eng = load_serving_engine()
     dp = shape.get("dp", 1)
@@ -310,7 +303,7 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *
 def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s, *, rates, utilization,
            gpus) -> pd.DataFrame:
     """The derived columns of the candidates, as a frame: an aggregated candidate is the
-    closed loop of ``bench`` at its decode batch (:func:`.bench.loop_at_batch`: TPOT with the
+    closed loop of ``bench`` at its decode batch (:func:`..closed_loop.loop_at_batch`: TPOT with the
     others' prefill stalls, TTFT with the poll and queue waits, the request rate and the
     concurrency that batch implies, under the default serving-engine profile); a
     disaggregated one pairs pools sized to each other (all-in output tokens/s per GPU), its
@@ -368,87 +361,3 @@ def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s, *, rates, utiliza
     f["meets_slo"] = fits & ~no_prefill & ~slow & ~late & ~unsustained & ~unpacked
     f["reason"] = reasons
     return pd.DataFrame(f)
-
-
-def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:
-    agg = cand["mode"] == "aggregated"
-    dec = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
-        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
-    pre = gpus_for_load(tokens_per_s=load * isl / osl, tokens_per_s_per_gpu=cand[
-        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"])
-    whole = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
-        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
-    cand["gpus_for_load"] = np.where(agg, whole, dec + pre)
-    cand["decode_gpus_for_load"] = np.where(agg, np.nan, dec)
-    cand["prefill_gpus_for_load"] = np.where(agg, np.nan, pre)
-
-
-def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """Feasible candidates first, best on the objective first; ties: fewer GPUs, then the
-    smaller batch and depth (the cheaper deployment to run)."""
-    sign = 1.0 if OBJECTIVES[objective] == "min" else -1.0
-    key = np.where(cand["meets_slo"], sign * cand[objective].astype(float), np.inf)
-    key = np.where(np.isnan(key), np.inf, key)
-    cand = cand.assign(_key=key).sort_values(
-        ["_key", "gpus", "batch_size", "draft_depth"], kind="stable").drop(columns="_key")
-    cand = cand.reset_index(drop=True)
-    rank = cand.groupby("hardware", sort=False).cumcount() + 1
-    cand.insert(0, "rank", np.where(cand["meets_slo"], rank, np.nan))
-    return cand
-
-
-#: Columns of a recommendation, in order.
-RECOMMENDATION_COLUMNS = (
-    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
-    "instances", "decode_instances", "prefill_instances", "decode_gpus", "prefill_gpus", "gpus",
-    "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
-    "attention_precision", "dispatch_precision", "combine_precision", "overlap",
-    "prefill_overlap",
-    "batch_size", "draft_depth", "concurrency",
-    "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
-    "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
-    "prefill_tokens_per_s_per_gpu",
-    "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
-    "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
-    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason",
-    "precision_note")
-
-
-def _recommend(cand: pd.DataFrame, hws, objective: str,
-               notes: "dict[str, list[str]] | None" = None) -> pd.DataFrame:
-    """One row per hardware: its best candidate meeting the targets, else why none does;
-    ``precision_note`` carries the precision mappings and refusals on that device."""
-    rows = []
-    notes = notes or {}
-    for hw in hws:
-        mine = cand[cand["hardware"] == hw.name]
-        ok = mine[mine["meets_slo"]]
-        if not ok.empty:
-            rows.append(ok.iloc[0].to_dict())
-        else:
-            counts = mine["reason"].value_counts()
-            why = "; ".join(f"{k} ({v})" for k, v in counts.items() if k) or (
-                "; ".join(n for n in notes.get(hw.name, []) if "refused" in n)
-                or "no candidate")
-            rows.append({"hardware": hw.name, "reason": f"nothing meets the targets: {why}"})
-        rows[-1]["precision_note"] = "; ".join(notes.get(hw.name, []))
-    recs = pd.DataFrame(rows)
-    cols = [c for c in RECOMMENDATION_COLUMNS if c in recs]
-    recs = recs[cols]
-    if "reason" not in recs:
-        recs["reason"] = ""
-    return recs.reset_index(drop=True)
-
-
-def _front(cand: pd.DataFrame) -> pd.DataFrame:
-    """Non-dominated (tokens/s per user, all-in tokens/s per GPU) per hardware among the
-    candidates that fit and meet TTFT (TPOT is the axis the front trades along)."""
-    ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
-    parts = []
-    for hw, sub in cand[ok].groupby("hardware", sort=False):
-        mask = pareto_mask(sub["tokens_per_s_per_user"].to_numpy(float),
-                           sub["output_tokens_per_s_per_gpu"].to_numpy(float))
-        parts.append(sub[mask].sort_values("tokens_per_s_per_user"))
-    return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
-
-

@@ -18,10 +18,10 @@ from typing import Any, Iterator
 
 import xarray as xr
 
-from ..engine import to_dataframe
-from ..output.files import atomic_output
-from ..axes import SWEEP_FORMATS
-from ..errors import SpecError, require
+from ...engine import to_dataframe
+from ...output.files import atomic_output
+from ...axes import SWEEP_FORMATS
+from ...errors import SpecError, require
 
 #: Output formats by suffix.
 FORMATS: dict[str, str] = SWEEP_FORMATS

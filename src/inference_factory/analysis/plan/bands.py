@@ -9,23 +9,23 @@ device, the same draw keys for the decode and prefill pools of a device, so they
 the assumption ranges of ``configs/uncertainty.toml`` the call leaves free), with the
 recommendation's shape, precisions, overlap, decode batch, draft depth, prefill batch and the
 plan's own engine options. Each draw then goes through the plan's own derived-column
-arithmetic (:func:`.plan_candidates._judge`): an aggregated recommendation is ``bench``'s
-closed loop at its decode batch (:func:`.plan_candidates._closed_loop`, the prefill batch
+arithmetic (:func:`.candidates._judge`): an aggregated recommendation is ``bench``'s
+closed loop at its decode batch (:func:`.candidates._closed_loop`, the prefill batch
 the best meeting TTFT on that draw's pass times, as the plan picks it); a disaggregated one
-re-sizes its pools to each other within the budget (:func:`.plan_candidates.pack_pools`)
+re-sizes its pools to each other within the budget (:func:`.candidates.pack_pools`)
 with its instance shapes and prefill batch held. The band is the (10th, 90th) percentile of
 the draws, never narrower than the point, widened by the model-structure term of the
 device's footing (:func:`~inference_factory.engine.uncertainty.structure_ln`, measured or
 roofline-only; not with ``uncertainty="components"``). It never moves the point.
 
 A draft's acceptance: the plan runs an MTP draft with a per-position acceptance
-``a_1 delta^(i-1)`` (:func:`.plan.with_mtp_acceptance`); where ``acceptance_rate`` is left free
-its range is drawn for ``a_1`` and the engine's decode figures are read at that draw's
+``a_1 delta^(i-1)`` (:func:`inference_factory.engine.with_mtp_acceptance`); where ``acceptance_rate`` is left
+free its range is drawn for ``a_1`` and the engine's decode figures are read at that draw's
 expected tokens per step
 (:func:`inference_factory.kernels.speculative.expected_tokens_per_step_sequence`):
 the engine's step time does not depend on acceptance, its decode throughputs are
 ``B E / step`` and TPOT ``step / E``, so they scale with ``E`` (an identity of the engine,
-not a new relation).
+read through :func:`inference_factory.engine.decode_outputs`, not a new relation).
 
 Draws in which the closed loop cannot be sustained (prefill cannot keep up with the decode
 batch) count as the worst outcome (zero throughput, unbounded latency and cost), not as
@@ -56,8 +56,8 @@ def _engine(acceptance_by_position, decay: float):
     With a per-position acceptance (an MTP draft), the drawn ``acceptance_rate`` is read as
     the first position's ``a_1`` and the decode figures scale with the expected tokens per
     step at that ``a_1`` (see the module docstring); elsewhere the engine as it is."""
-    from ..engine import evaluate_arrays
-    from ..kernels.speculative import (acceptance_by_position as by_position,
+    from ...engine import decode_outputs, evaluate_arrays
+    from ...kernels.speculative import (acceptance_by_position as by_position,
                                        expected_tokens_per_step_sequence)
 
     if acceptance_by_position is None:
@@ -74,16 +74,7 @@ def _engine(acceptance_by_position, decay: float):
             draft_depth=float(draft_depth), acceptance_by_position=by_position(
                 first_position_acceptance=a, decay_per_position=decay, depth=depth))
             for a in a1.ravel()]).reshape(a1.shape)
-        tps = np.asarray(res["tokens_per_step"], dtype=float)
-        r = e / tps
-        res = dict(res)
-        res["tokens_per_step"] = tps * r
-        for k in ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user"):
-            if k in res:
-                res[k] = np.asarray(res[k]) * r
-        if "tpot_s" in res:
-            res["tpot_s"] = np.asarray(res["tpot_s"]) / r
-        return res
+        return decode_outputs(res, tokens_per_step=e)
 
     return ev
 
@@ -91,8 +82,8 @@ def _engine(acceptance_by_position, decay: float):
 def _sample(m, hw, u, rl, engine_kw, free_acceptance: bool, n: int, *, shape, precs, overlap,
             **axes) -> dict[str, np.ndarray]:
     """Draws (axis 0) of the engine outputs the band needs at one operating point."""
-    from ..engine.uncertainty import sample_arrays
-    from ..specs.realism import load_realism
+    from ...engine import sample_arrays
+    from ...specs.realism import load_realism
 
     opts = dict(engine_kw)
     acc_pos = opts.pop("acceptance_by_position", None)
@@ -106,8 +97,8 @@ def _sample(m, hw, u, rl, engine_kw, free_acceptance: bool, n: int, *, shape, pr
 
 def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, utilization):
     """The plan's derived columns on each draw of an aggregated recommendation."""
-    from .economics import usd_per_mtok_at
-    from .plan_candidates import _closed_loop, _judge, _prefill_best, _ShapeGrid
+    from ..economics import usd_per_mtok_at
+    from .candidates import _closed_loop, _judge, _prefill_best, _ShapeGrid
 
     n = d["tpot_s"].shape[0]
     shape = {k: int(row[k]) for k in ("tp", "dp", "ep")}
@@ -158,9 +149,9 @@ def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, uti
 
 def _disaggregated(row, dd, pd_, *, isl, osl, ttft_s, tpot_s, gpus, rates, utilization):
     """The plan's derived columns on each draw of a disaggregated recommendation: its pools
-    re-sized to each other within the budget (:func:`.plan_candidates.pack_pools`)."""
-    from .economics import usd_per_mtok_at
-    from .plan_candidates import _LOOP_COLUMNS, _judge, pack_pools
+    re-sized to each other within the budget (:func:`.candidates.pack_pools`)."""
+    from ..economics import usd_per_mtok_at
+    from .candidates import _LOOP_COLUMNS, _judge, pack_pools
 
     n = dd["tpot_s"].shape[0]
     first = lambda a: np.asarray(a).reshape(n, -1)[:, 0]  # noqa: E731
@@ -194,9 +185,8 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
     """The plan's derived columns of one recommendation (a row of
     ``PlanResult.recommendations``) on each draw of the component uncertainty, one row per
     draw (``u.draws`` of them), in the plan's own column names."""
-    from ..engine.arrays import _realism
-    from ..engine.uncertainty import resolve
-    from .economics import gpu_cost_usd_per_hour, usd_per_mtok_at
+    from ...engine import resolve_realism as _realism, resolve_uncertainty as resolve
+    from ..economics import gpu_cost_usd_per_hour, usd_per_mtok_at
 
     u = resolve(uncertainty)
     rl = _realism(False, realism)
@@ -231,7 +221,7 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
 def _quantiles(x: np.ndarray, point: float, name: str, quantiles) -> tuple[float, float]:
     """(low, high) of the draws of one figure, holding the point; a draw that cannot be
     sustained (NaN) counts as the worst outcome."""
-    from ..engine.uncertainty import band
+    from ...engine import band
 
     x = np.where(np.isnan(x), 0.0 if name in _LARGER_BETTER else np.inf, x)
     if np.all(np.isfinite(x)):
@@ -247,7 +237,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
     """The recommendations with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED`
     figure (NaN where a device has no recommendation), ``band_structure_ln`` (the
     model-structure widening of the device, ln) and ``meets_slo_share``."""
-    from ..engine.uncertainty import resolve, structure_ln, widen
+    from ...engine import resolve_uncertainty as resolve, structure_ln, widen
 
     u = resolve(uncertainty)
     cols: dict[str, list] = {f"{k}_{s}": [] for k in BANDED for s in ("low", "high")}

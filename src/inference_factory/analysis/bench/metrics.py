@@ -1,4 +1,5 @@
-"""What a finite benchmark run reports, from the closed loop's steady state (:mod:`.bench`).
+"""What a finite benchmark run reports, from the closed loop's steady state
+(:mod:`..closed_loop`, solved by :mod:`.serve`).
 
 Per concurrency, requests are drawn (seeded, deterministic) with the benchmark's length
 distribution, and each gets its own TTFT (poll wait, queue wait, its pass, its KV transfer),
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import serving as ks
-from ..output.metadata import COUNTS
+from ...kernels import serving as ks
+from ...output.metadata import COUNTS
 
 #: Requests drawn per concurrency for the distributions (p99 of 4,096 draws: +-0.3 % rank).
 DRAWS = 4096

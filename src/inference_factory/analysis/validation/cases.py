@@ -2,7 +2,7 @@
 
 :func:`load_cases` reads a case file and checks every row (types and ranges by the pydantic
 row schema, :class:`inference_factory.specs.schema.CaseRow`; the defaults and cross-column
-rules here) before anything is predicted (:func:`.validation.predict`). Every problem raises
+rules here) before anything is predicted (:func:`.predictions.predict`). Every problem raises
 one :class:`SpecError` naming the file, the spreadsheet row, the case and the column.
 """
 
@@ -18,10 +18,10 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .. import units
-from ..engine import NUMERIC_AXES
-from ..errors import SpecError
-from ..specs import load_hardware, load_model, schema
+from ... import units
+from ...engine import NUMERIC_AXES
+from ...errors import SpecError
+from ...specs import load_hardware, load_model, schema
 
 #: The case-file contract: exactly these column names, in any order (extra columns ignored).
 COLUMNS: tuple[str, ...] = (
@@ -189,7 +189,7 @@ def load_cases(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def _check_cells(r: _Row) -> None:
-    """Types and ranges of the row's cells (:class:`~inference_factory.schema.CaseRow`);
+    """Types and ranges of the row's cells (:class:`~inference_factory.specs.schema.CaseRow`);
     a blank cell is absent and takes its default later."""
     cells = {k: v.strip() for k, v in r.raw.items() if v.strip()}
     if cells.get("batch_per_gpu", "").lower() == "max":
@@ -361,3 +361,25 @@ def _check_row(r: _Row) -> dict[str, Any]:
         "metric": metric, "published": published, "unit": unit, "source": source,
         "colocated": colocated, "prompts_per_pass": prompts,
     }
+
+
+def metric_of(c: Mapping[str, Any], res: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The case's metric from the engine's outputs at its chosen operating point (every
+    array along the draws of a band: :func:`.bands.case_band`); the mapping
+    :func:`.predictions.predict` applies case by case. A colocated case's decode figures are the
+    engine's :func:`~inference_factory.engine.decode_outputs` with the same GPUs prefilling
+    every request."""
+    from ...engine import decode_outputs
+
+    if c["phase"] == "prefill":
+        if c["metric"] == "ttft_s":
+            return res["ttft_s"]
+        if c["unit"] == "computed tokens/s/GPU":
+            return res["prefill_computed_tokens_per_s_per_gpu"]
+        return res["prefill_tokens_per_s_per_gpu"]
+    if c["colocated"]:
+        res = decode_outputs(res, prefill_tokens_per_s_per_gpu=res["prefill_tokens_per_s_per_gpu"],
+                             input_per_output_token=float(c["input_len"]) / float(c["output_len"]))
+    user = res["decode_tokens_per_s_per_user"]
+    return {"decode_tokens_per_s_per_gpu": res["decode_tokens_per_s_per_gpu"],
+            "decode_tokens_per_s_per_user": user, "tpot_s": 1.0 / user}[c["metric"]]

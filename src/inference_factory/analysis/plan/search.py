@@ -12,7 +12,7 @@ vectorized engine pass (:func:`inference_factory.engine.evaluate_arrays`), price
 recommendation is the candidate that fits in HBM, meets the TTFT and TPOT targets and is best
 on the objective (lowest all-in $/M output tokens by default). Each recommendation says
 its ``footing``: the share of its GPU time per request whose cost the engine read from
-measured kernel tables (:func:`inference_factory.analysis.plan_footing.footing_of`), so a
+measured kernel tables (:func:`inference_factory.analysis.plan.footing.footing_of`), so a
 ranking across vendors shows which devices are measured and which are roofline-only.
 
 The per-request arithmetic that joins the two phases (all SI, per GPU):
@@ -47,20 +47,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .economics import CostModel, gpu_cost_usd_per_hour
-from ..errors import SpecError
-from ..factory.config import Levers, lever_precisions
-from ..specs.grammar import PrecisionProfile, parse_precision
-from ..specs.prices import resolve_price
-from ..kernels.economics import usd_per_mtok_output_all_in
-from ..kernels.serving import (gpus_for_load,
+from ..economics import CostModel, gpu_cost_usd_per_hour
+from ...engine import with_mtp_acceptance
+from ...errors import SpecError
+from ...factory.config import Levers, lever_precisions
+from ...specs.grammar import PrecisionProfile, parse_precision
+from ...specs.prices import resolve_price
+from ...kernels.economics import usd_per_mtok_output_all_in
+from ...kernels.serving import (gpus_for_load,
                                output_tokens_per_s_per_gpu_all_in)
-from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
+from ...specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
-from .plan_candidates import (OBJECTIVES, _candidates, _front, _rank, _recommend,  # noqa: F401
-                              _shape_grid, _size_for_load)
-from .plan_footing import add_footing
-from .plan_config import config_toml, plot_front  # noqa: F401 (re-exported)
+from .candidates import _candidates, _shape_grid
+from .ranking import OBJECTIVES, _front, _rank, _recommend, _size_for_load
+from .footing import add_footing
+from .config import config_toml, plot_front  # noqa: F401 (re-exported)
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
            "usd_per_mtok_output_all_in", "gpus_for_load", "config_toml", "OBJECTIVES"]
@@ -111,9 +112,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     where the device cannot run one, the profile is refused on that device (None) and the
     note carries the engine's own message (the one check :func:`inference_factory.evaluate`
     applies, so a format the engine learns to run is accepted here too)."""
-    from ..axes import STRUCT_AXES
-    from ..engine.geometry import validate_struct
-    from ..specs.realism import load_realism
+    from ...axes import STRUCT_AXES
+    from ...engine import validate_struct
+    from ...specs.realism import load_realism
 
     base = lever_precisions(m, hw, Levers(low_precision=prof.base == "low"))
     named = dict(prof.overrides)
@@ -122,7 +123,7 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     natives = [("weight_precision", m.weight_precision, "weights")]
     if m.is_moe:
         natives.append(("moe_precision", m.expert_precision, "experts"))
-    from ..engine.geometry import compute_precision
+    from ...engine import compute_precision
     for key, native, what in natives:
         if key not in named and native not in hw.dense_flop_per_s:
             notes.append(f"{m.name}'s {native} {what} computed at {precs[key]} on {hw.name} "
@@ -167,27 +168,6 @@ def _check_profiles(m: ModelSpec, profiles: Sequence[PrecisionProfile]) -> None:
         if "moe_precision" in o and o.get("weight_precision") != o["moe_precision"]:
             raise SpecError(f"--precision {prof.label()!r}: {m.name} is dense (no routed "
                             "experts); name weights or dense instead of experts")
-
-
-def with_mtp_acceptance(m: ModelSpec, kwargs: Mapping[str, Any], draft_depth) -> dict[str, Any]:
-    """The engine options with the draft's acceptance per position as ``simulate`` uses it:
-    ``a_i = a_1 * decay^(i-1)`` (:func:`inference_factory.kernels.speculative.acceptance_by_position`,
-    decay ``configs/realism.toml`` ``[speculative]``, a component measurement of the MTP
-    head), ``a_1`` the given ``acceptance_rate`` (else the engine's default). A separate draft
-    model keeps a constant acceptance (the decay is measured for MTP heads only)."""
-    from ..axes import NUMERIC_AXES
-    from ..kernels.speculative import acceptance_by_position
-    from ..specs.realism import load_realism
-
-    out = dict(kwargs)
-    deepest = int(max(draft_depth)) if len(draft_depth) else 0
-    if deepest < 1 or out.get("draft_model") or not m.n_mtp_modules:
-        return out
-    a1 = float(out.pop("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
-    out["acceptance_by_position"] = [float(a) for a in acceptance_by_position(
-        first_position_acceptance=a1,
-        decay_per_position=load_realism().acceptance_decay_per_position, depth=deepest)]
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,7 +217,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     gpus : int
         GPU budget in total: whole instances x GPUs per instance (for P/D, whole prefill and
         decode instances whose GPUs sum to at most ``gpus``, their counts chosen to balance
-        the pools' request rates: :func:`.plan_candidates.pack_pools`). Every per-GPU
+        the pools' request rates: :func:`.candidates.pack_pools`). Every per-GPU
         figure counts every GPU used.
     max_instance_gpus : int, optional
         The most GPUs one instance (prefill or decode) may take (default ``gpus``; the
@@ -249,7 +229,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
         Targets (seconds). TTFT is one prefill pass at the prefill batch; TPOT the decode
         step per token, stretched by prefill interference when aggregated.
     price, cost
-        As for :func:`~inference_factory.economics.add_economics` (the price adds margins).
+        As for :func:`~inference_factory.analysis.economics.add_economics` (the price adds margins).
     objective : str
         One of :data:`OBJECTIVES` (default: lowest all-in $/M output tokens).
     load_output_tokens_per_s : float, optional
@@ -275,7 +255,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     uncertainty : True, "components" or an Uncertainty, optional
         Adds ``<name>_low`` / ``<name>_high`` (the 80 % band) of each recommendation's
         tokens/s per GPU and per user, TTFT, TPOT and $/M columns, ``band_structure_ln`` and
-        ``meets_slo_share`` (:mod:`.plan_bands`: the recommended operating point re-evaluated
+        ``meets_slo_share`` (:mod:`.bands`: the recommended operating point re-evaluated
         under the component draws, widened by the model-structure term; candidates and the
         front carry no bands).
     **kwargs
@@ -368,7 +348,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
     if uncertainty is not None and uncertainty is not False:
-        from .plan_bands import add_bands
+        from .bands import add_bands
         if kwargs.get("ideal"):
             raise SpecError("plan: uncertainty needs the realism terms (the ideal roofline "
                             "has no measured spread); drop ideal")

@@ -12,9 +12,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from ..engine import NUMERIC_AXES, STRUCT_AXES
-from ..errors import SpecError
-from ..specs import load_hardware, load_model
+from ...engine import NUMERIC_AXES, STRUCT_AXES
+from ...errors import SpecError
+from ...specs import load_hardware, load_model
 
 
 #: evaluate() keywords that are not axes; passed through unchanged

@@ -106,24 +106,25 @@ def case_band(c: Mapping[str, Any], kw: Mapping[str, Any], res: Mapping[str, Any
     batch under a per-user SLO, so the band of an SLO case is slightly narrow): the case's
     metric over the draws (:func:`..engine.uncertainty.sample_arrays`), its quantiles, then
     widened by the model-structure term of the device's class unless "components"."""
-    from ..engine import arrays, uncertainty as U
-    from ..specs import load_hardware
-    from .validation import _metric_of
+    from ...engine import (band, evaluate_arrays, resolve_realism, resolve_uncertainty,
+                           sample_arrays, tables_for, widen)
+    from ...specs import load_hardware
+    from .cases import metric_of
 
-    u = U.resolve(uncertainty)
+    u = resolve_uncertainty(uncertainty)
     kw = dict(kw)
     if np.isfinite(res.get("prompts_per_pass_used", np.nan)):
         kw["prefill_batch_size"] = float(res["prompts_per_pass_used"])
     if c["phase"] == "decode":
         kw["batch_size"] = float(res["batch_per_gpu_used"]) * int(c["tp"])
-    draws, _ = U.sample_arrays(arrays.evaluate_arrays, c["model"], c["hardware"], u,
-                               realism=arrays._realism(False, None), **kw)
-    metric = np.ravel(_metric_of(c, draws))
-    lo, hi = U.band(metric, res["predicted"], u.quantiles)
+    draws, _ = sample_arrays(evaluate_arrays, c["model"], c["hardware"], u,
+                             realism=resolve_realism(False, None), **kw)
+    metric = np.ravel(metric_of(c, draws))
+    lo, hi = band(metric, res["predicted"], u.quantiles)
     hw = load_hardware(c["hardware"])
-    cls = "measured" if U.tables_for(hw) is not None else "roofline_only"
+    cls = "measured" if tables_for(hw) is not None else "roofline_only"
     w = 0.0 if uncertainty == "components" else u.conformal_ln[cls]
-    plo, phi = U.widen(lo, hi, w)
+    plo, phi = widen(lo, hi, w)
     y = float(c["published"])
     return {"component_low": float(lo), "component_high": float(hi),
             "predicted_low": float(plo), "predicted_high": float(phi),

@@ -1,7 +1,7 @@
 """The questions users ask of the engine, as library functions.
 
 Each function is a thin layer over :func:`inference_factory.evaluate` and
-:func:`inference_factory.economics.add_economics`: every number comes from the engine and
+:func:`inference_factory.analysis.economics.add_economics`: every number comes from the engine and
 the economics layer; nothing here adds physics. SciPy does the searching and sampling
 (``optimize.brentq`` for SLO boundaries, ``stats.qmc`` and ``stats.triang`` for Monte Carlo).
 
@@ -17,10 +17,11 @@ the economics layer; nothing here adds physics. SciPy does the searching and sam
 * :func:`monte_carlo` - the distribution of $/M tokens and margin over assumption ranges,
   with the engine evaluated once, vectorized along a ``sample`` dimension.
 
-The searches and samplers live in their own modules and are re-exported here, where users
-import them: :mod:`.slo` (max batch and cheapest meeting SLOs), :mod:`.sensitivity` (tornado,
-Monte Carlo, cost_model), :mod:`.question_args` (shared constants and argument checks). This
-module holds :func:`best_draft_depth` and the Pareto front.
+The package (:mod:`inference_factory.analysis.questions`) re-exports them all, where users
+import them; the searches and samplers live in their own modules: :mod:`.slo` (max batch and
+cheapest meeting SLOs), :mod:`.sensitivity` (tornado, Monte Carlo, cost_model), :mod:`.args`
+(shared constants and argument checks). This module holds :func:`best_draft_depth` and the
+Pareto front.
 """
 
 from __future__ import annotations
@@ -33,23 +34,14 @@ import xarray as xr
 # scipy (brentq, qmc, triang) is imported where it is used: importing this module for
 # pareto_mask or the waterfall does not pay scipy's import time
 
-from ..factory.levers import INTERACTIONS, WATERFALL_METRICS, lever_waterfall  # noqa: F401
-from ..engine import evaluate, to_dataframe
-from ..errors import SpecError
-from ..output.metadata import annotate
-from ..specs import HardwareSpec, ModelSpec
-from .question_args import (COST_PARAMETERS, DOLLAR_METRICS, ENGINE_OPTIONS,  # noqa: F401
-                            PRICE_PARAMETERS, PRICED, RATIO_PARAMETER, _check_kwargs, _int_list,
-                            default_batch_grid)
-from .slo import cheapest_meeting_slo, max_batch_meeting_slo  # noqa: F401
-from .sensitivity import MonteCarloResult, cost_model, monte_carlo, tornado  # noqa: F401
+from ...engine import evaluate, to_dataframe
+from ...errors import SpecError
+from ...output.metadata import annotate
+from ...specs import HardwareSpec, ModelSpec
+from .args import _check_kwargs, _int_list, default_batch_grid
+from ..pareto import pareto_mask
 
-from .pareto import pareto_mask  # noqa: F401 (re-exported)
-
-__all__ = ["best_draft_depth", "max_batch_meeting_slo", "cheapest_meeting_slo", "pareto_front",
-           "pareto_mask", "tornado", "monte_carlo", "MonteCarloResult", "default_batch_grid",
-           "cost_model", "lever_waterfall",
-           "COST_PARAMETERS", "PRICE_PARAMETERS"]
+__all__ = ["best_draft_depth", "pareto_front"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,8 +31,7 @@ BANDED = ("duration", "request_throughput", "output_throughput", "total_token_th
 def _table_draws(m, hw, pool, tab, axes, lengths, u, rl, n):
     """``n`` perturbed copies of one pool's step tables (the same draw keys per family and
     device as every other answer under the same seed, so pools of one device correlate)."""
-    from ..engine.arrays import evaluate_arrays
-    from ..engine.uncertainty import sample_arrays
+    from ...engine import evaluate_arrays, sample_arrays
 
     draws, _ = sample_arrays(
         evaluate_arrays, m, hw, u, realism=rl, n=n, **pool.shape, **axes, **lengths,
@@ -50,8 +49,8 @@ def bench_bands(metrics: dict, run, uncertainty, *, m, hw, pools, tables, coloca
                 axes: dict, realism, lengths: dict) -> dict:
     """``metrics`` with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED` metric:
     ``run(decode_table, prefill_table, draws)`` solves the loop and the run on one draw."""
-    from ..engine.arrays import _realism
-    from ..engine.uncertainty import band, resolve, structure_ln, widen
+    from ...engine import (band, resolve_realism as _realism, resolve_uncertainty as resolve,
+                           structure_ln, widen)
 
     u = resolve(uncertainty)
     rl = _realism(False, realism)

@@ -41,21 +41,20 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import __version__
-from .economics import CostModel, add_economics
-from ..engine import NUMERIC_AXES, evaluate
-from ..engine.dataset import as_count
-from ..specs import schema as schemas
-from ..output.files import json_text
-from ..axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
-from ..specs.grammar import MAX_AXIS_LENGTH, check_values, parse_values, scalar as _scalar  # noqa: F401
-from ..errors import SpecError, require
-from ..specs.realism import Realism, load_realism
-from ..specs import data_dir, load_hardware, load_model
-from .sweep_spec import (SPEC_AXES, SweepSpec, _check_axis_name, _coerce,  # noqa: F401
-                         load_sweep_file, parse_axis, parse_setting)
-from .sweep_io import (FORMATS, compute, dask_scheduler, is_lazy, open_result,  # noqa: F401
-                       output_format, write_result)
+from ... import __version__
+from ..economics import CostModel, add_economics
+from ...engine import NUMERIC_AXES, as_count, evaluate
+from ...specs import schema as schemas
+from ...output.files import json_text
+from ...axes import COST_BASES, DEFAULT_CHUNK_POINTS, SWEEP_FORMATS  # noqa: F401
+from ...specs.grammar import MAX_AXIS_LENGTH, check_values, parse_values, scalar as _scalar  # noqa: F401
+from ...errors import SpecError, require
+from ...specs.realism import Realism, load_realism
+from ...specs import data_dir, load_hardware, load_model
+from .spec import (SPEC_AXES, SweepSpec, _check_axis_name, coerce_values,  # noqa: F401
+                   load_sweep_file, parse_axis, parse_setting)
+from .io import (FORMATS, compute, dask_scheduler, is_lazy, open_result,  # noqa: F401
+                 output_format, write_result)
 
 
 # --------------------------------------------------------------------------------------------

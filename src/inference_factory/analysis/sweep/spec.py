@@ -14,12 +14,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .economics import CostModel
-from ..engine import NUMERIC_AXES, STRUCT_AXES
-from ..specs import schema as schemas
-from ..specs.grammar import check_values, parse_values, scalar as _scalar
-from ..errors import SpecError
-from ..specs.files import _read_toml
+from ..economics import CostModel
+from ...engine import NUMERIC_AXES, STRUCT_AXES
+from ...specs import schema as schemas
+from ...specs.grammar import check_values, parse_values, scalar as _scalar
+from ...errors import SpecError
+from ...specs.files import read_toml
 
 #: Axes a sweep may vary, in the engine's dimension order.
 SPEC_AXES: tuple[str, ...] = ("model", "hardware", *STRUCT_AXES, *NUMERIC_AXES)
@@ -100,7 +100,7 @@ def _check_axis_name(name: str, where: str, allow_lists: bool = True) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _coerce(name: str, values: Sequence, where: str) -> tuple:
+def coerce_values(name: str, values: Sequence, where: str) -> tuple:
     """Numeric axes become floats (with a clear message for names); model and hardware
     names stay strings; structural values keep their parsed type."""
     if name in NUMERIC_AXES:
@@ -127,7 +127,7 @@ def parse_axis(text: str, where: str | None = None) -> tuple[str, tuple]:
         raise SpecError(f"{where}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,1024")
     name, spec = (s.strip() for s in text.split("=", 1))
     _check_axis_name(name, where)
-    return name, _coerce(name, check_values(name, parse_values(spec, where), where), where)
+    return name, coerce_values(name, check_values(name, parse_values(spec, where), where), where)
 
 
 def parse_setting(text: str, where: str | None = None) -> tuple[str, Any]:
@@ -139,7 +139,7 @@ def parse_setting(text: str, where: str | None = None) -> tuple[str, Any]:
     _check_axis_name(name, where, allow_lists=False)
     if not value:
         raise SpecError(f"{where}: no value given for {name}")
-    return name, _coerce(name, check_values(name, (_scalar(value),), where), where)[0]
+    return name, coerce_values(name, check_values(name, (_scalar(value),), where), where)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         cost_basis = "rental"                # rental | capex | tco; other CostModel fields too
     """
     p = Path(path)
-    f = schemas.check(schemas.SweepFile, _read_toml(p), str(p))
+    f = schemas.check(schemas.SweepFile, read_toml(p), str(p))
     name = f.sweep.name if f.sweep.name is not None else p.stem
     description = f.sweep.description or ""
     models = tuple(f.sweep.model) if f.sweep.model is not None else None
@@ -199,7 +199,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         else:
             raise SpecError(f"{where} = {raw!r} must be a list or a specification string "
                             "such as \"1,2,4,...,1024\" or \"0:0.9:10\"")
-        values = _coerce(key, check_values(key, values, where), where)
+        values = coerce_values(key, check_values(key, values, where), where)
         if key == "model":
             if models is not None:
                 raise SpecError(f"{where}: model is also given in [sweep]; give it once")
@@ -219,7 +219,7 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
             raise SpecError(f"{where}: {key} is also an axis in [axes]; give it once")
         if isinstance(raw, (list, dict)) or isinstance(raw, bool):
             raise SpecError(f"{where} = {raw!r} must be one value (lists go in [axes])")
-        fixed[key] = _coerce(key, check_values(key, (raw,), where), where)[0]
+        fixed[key] = coerce_values(key, check_values(key, (raw,), where), where)[0]
 
     price, cost = None, None
     if f.economics is not None:

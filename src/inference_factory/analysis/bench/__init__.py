@@ -1,0 +1,30 @@
+"""``bench``: what a closed-loop serving benchmark (``vllm bench serve``) measures on one
+deployment, per concurrency, and its comparison with measured results.
+
+:mod:`.serve` (the entry :func:`bench`, over the shared :mod:`..closed_loop`),
+:mod:`.metrics` (what a finite run reports: tails, the first wave, the Dataset),
+:mod:`.bands` (prediction bands), :mod:`.results` (reading ``--save-result`` files and
+comparing them with a prediction). Names are imported on first use: reading results does not
+load the model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> module of this package (or the shared closed loop) that defines it
+_LAZY = {"bench": ".serve", "DEFAULT_CONCURRENCY": ".serve", "Pool": "..closed_loop",
+         "read_bench_results": ".results", "compare_results": ".results",
+         "summarize_comparison": ".results"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,99 @@
+"""The plan's candidates ranked: sizing for a load, the ranking on the objective, one
+recommendation per device and the Pareto front (the candidates: :mod:`.candidates`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..pareto import pareto_mask
+from ...kernels.serving import gpus_for_load
+
+#: What a recommendation optimises: name -> "min" or "max".
+OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
+                              "output_tokens_per_s_per_gpu": "max",
+                              "tokens_per_s_per_user": "max"}
+
+
+def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:
+    agg = cand["mode"] == "aggregated"
+    dec = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    pre = gpus_for_load(tokens_per_s=load * isl / osl, tokens_per_s_per_gpu=cand[
+        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"])
+    whole = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
+        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+    cand["gpus_for_load"] = np.where(agg, whole, dec + pre)
+    cand["decode_gpus_for_load"] = np.where(agg, np.nan, dec)
+    cand["prefill_gpus_for_load"] = np.where(agg, np.nan, pre)
+
+
+def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Feasible candidates first, best on the objective first; ties: fewer GPUs, then the
+    smaller batch and depth (the cheaper deployment to run)."""
+    sign = 1.0 if OBJECTIVES[objective] == "min" else -1.0
+    key = np.where(cand["meets_slo"], sign * cand[objective].astype(float), np.inf)
+    key = np.where(np.isnan(key), np.inf, key)
+    cand = cand.assign(_key=key).sort_values(
+        ["_key", "gpus", "batch_size", "draft_depth"], kind="stable").drop(columns="_key")
+    cand = cand.reset_index(drop=True)
+    rank = cand.groupby("hardware", sort=False).cumcount() + 1
+    cand.insert(0, "rank", np.where(cand["meets_slo"], rank, np.nan))
+    return cand
+
+
+#: Columns of a recommendation, in order.
+RECOMMENDATION_COLUMNS = (
+    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+    "instances", "decode_instances", "prefill_instances", "decode_gpus", "prefill_gpus", "gpus",
+    "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
+    "attention_precision", "dispatch_precision", "combine_precision", "overlap",
+    "prefill_overlap",
+    "batch_size", "draft_depth", "concurrency",
+    "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
+    "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
+    "prefill_tokens_per_s_per_gpu",
+    "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
+    "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
+    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason",
+    "precision_note")
+
+
+def _recommend(cand: pd.DataFrame, hws, objective: str,
+               notes: "dict[str, list[str]] | None" = None) -> pd.DataFrame:
+    """One row per hardware: its best candidate meeting the targets, else why none does;
+    ``precision_note`` carries the precision mappings and refusals on that device."""
+    rows = []
+    notes = notes or {}
+    for hw in hws:
+        mine = cand[cand["hardware"] == hw.name]
+        ok = mine[mine["meets_slo"]]
+        if not ok.empty:
+            rows.append(ok.iloc[0].to_dict())
+        else:
+            counts = mine["reason"].value_counts()
+            why = "; ".join(f"{k} ({v})" for k, v in counts.items() if k) or (
+                "; ".join(n for n in notes.get(hw.name, []) if "refused" in n)
+                or "no candidate")
+            rows.append({"hardware": hw.name, "reason": f"nothing meets the targets: {why}"})
+        rows[-1]["precision_note"] = "; ".join(notes.get(hw.name, []))
+    recs = pd.DataFrame(rows)
+    cols = [c for c in RECOMMENDATION_COLUMNS if c in recs]
+    recs = recs[cols]
+    if "reason" not in recs:
+        recs["reason"] = ""
+    return recs.reset_index(drop=True)
+
+
+def _front(cand: pd.DataFrame) -> pd.DataFrame:
+    """Non-dominated (tokens/s per user, all-in tokens/s per GPU) per hardware among the
+    candidates that fit and meet TTFT (TPOT is the axis the front trades along)."""
+    ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
+    parts = []
+    for hw, sub in cand[ok].groupby("hardware", sort=False):
+        mask = pareto_mask(sub["tokens_per_s_per_user"].to_numpy(float),
+                           sub["output_tokens_per_s_per_gpu"].to_numpy(float))
+        parts.append(sub[mask].sort_values("tokens_per_s_per_user"))
+    return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
+
+
