@@ -206,3 +206,30 @@ def test_a_one_point_report_needs_neither_xarray_nor_pandas_once_tables_are_cach
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env=env)
     assert again.stderr.strip() == "" and again.stdout == first.stdout
+
+
+def _policy_reads(path: Path) -> list[str]:
+    """Where a module reads a serving engine's ``policy`` (``x.policy``, ``getattr(x,
+    "policy")``) or compares a ``policy`` name: ``file:line``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "policy":
+            out.append(node)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" \
+                and any(isinstance(a, ast.Constant) and a.value == "policy" for a in node.args):
+            out.append(node)
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(o, ast.Name) and o.id == "policy" for o in [node.left, *node.comparators]):
+            out.append(node)
+    return [f"{path.relative_to(PKG)}:{n.lineno}" for n in out]
+
+
+def test_a_serving_engines_policies_are_its_methods():
+    """No code outside ``specs/engines.py`` switches on a profile's ``policy``: what a policy
+    means is a method of :class:`~inference_factory.specs.engines.ServingEngine`
+    (``prefill_mixes_with_decode``, ``mixed_pass_tokens``), so a new policy is one entry
+    there, never an ``if`` in shared code."""
+    home = PKG / "specs" / "engines.py"
+    found = [w for p in MODULES if p != home for w in _policy_reads(p)]
+    assert not found, f"a profile's policy read outside specs/engines.py: {found}"
+    assert _policy_reads(home), "the scan finds the reads it forbids elsewhere"

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..kernels import serving as ks
-from ..specs import load_hardware, load_model
+from ..specs import DEFAULT_HARDWARE, load_hardware, load_model
 from ..specs.engines import ServingEngine, load_serving_engine
 
 #: Bisection steps of the fixed point (the bracket shrinks 2^-60: far below any unit).
@@ -224,7 +224,7 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     host_d = engine.host_s_per_decode_step if engine_time else 0.0
     host_p = engine.host_s_per_prefill_pass if engine_time else 0.0
     prank = (active if colocated else float(prefill_ranks))   # prefill ranks with work
-    mixed = (engine.pass_tokens_per_rank(decode_dp) if engine.policy == "mixed" else None)
+    mixed = engine.mixed_pass_tokens(decode_dp)   # None: prefill passes run on their own
 
     def pass_s_of(k):
         return prefill.prefill_pass_s(k) + host_p
@@ -330,7 +330,7 @@ def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
 
 # ---- the public entry -----------------------------------------------------------------------
 
-def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp: int = 1,
+def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: int = 1, dp: int = 1,
           ep: int = 1, prefill_pool: Pool | Mapping[str, Any] | None = None,
           decode_pool: Pool | Mapping[str, Any] | None = None,
           weight_precision: str | None = None, moe_precision: str | None = None,
