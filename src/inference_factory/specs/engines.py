@@ -108,7 +108,7 @@ def resolve_serving_engine(name, where: str,
     default, engines, _ = _load(path)
     key = default if name is None else str(name)
     if key not in engines:
-        raise SpecError(f"{where} = {key!r} is not a serving-engine profile; allowed: "
+        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines; allowed: "
                         f"{', '.join(sorted(engines))}")
     return engines[key]
 
