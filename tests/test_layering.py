@@ -219,7 +219,8 @@ def _policy_reads(path: Path) -> list[str]:
                 and any(isinstance(a, ast.Constant) and a.value == "policy" for a in node.args):
             out.append(node)
         elif isinstance(node, ast.Compare) and any(
-                isinstance(o, ast.Name) and o.id == "policy" for o in [node.left, *node.comparators]):
+                isinstance(o, ast.Name) and o.id == "policy"
+                for o in [node.left, *node.comparators]):
             out.append(node)
     return [f"{path.relative_to(PKG)}:{n.lineno}" for n in out]
 

@@ -11,5 +11,6 @@ from .files import bundled_dir, data_dir, data_dirs
 from .hardware import DEFAULT_HARDWARE, HardwareSpec
 from .models import ModelSpec
 
-__all__ = ["DEFAULT_HARDWARE", "HardwareSpec", "ModelSpec", "bundled_dir", "data_dir", "data_dirs", "list_hardware",
+__all__ = ["DEFAULT_HARDWARE", "HardwareSpec", "ModelSpec", "bundled_dir", "data_dir",
+           "data_dirs", "list_hardware",
            "list_models", "load_hardware", "load_model"]
