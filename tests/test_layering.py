@@ -445,3 +445,31 @@ def test_analysis_and_cli_reach_the_engine_through_its_public_names(path):
         elif mod == "engine":
             bad += [f"engine.{a.name}" for a in node.names if a.name not in engine.__all__]
     assert not bad, f"{_name(path)} reaches into the engine: {sorted(set(bad))}"
+
+
+def _policy_reads(path: Path) -> list[str]:
+    """Where a module reads a serving engine's ``policy`` (``x.policy``, ``getattr(x,
+    "policy")``) or compares a ``policy`` name: ``file:line``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "policy":
+            out.append(node)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" \
+                and any(isinstance(a, ast.Constant) and a.value == "policy" for a in node.args):
+            out.append(node)
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(o, ast.Name) and o.id == "policy"
+                for o in [node.left, *node.comparators]):
+            out.append(node)
+    return [f"{path.relative_to(PKG)}:{n.lineno}" for n in out]
+
+
+def test_a_serving_engines_policies_are_its_methods():
+    """No code outside ``specs/engines.py`` switches on a profile's ``policy``: what a policy
+    means is a method of :class:`~inference_factory.specs.engines.ServingEngine`
+    (``prefill_mixes_with_decode``, ``mixed_pass_tokens``), so a new policy is one entry
+    there, never an ``if`` in shared code."""
+    home = PKG / "specs" / "engines.py"
+    found = [w for p in MODULES if p != home for w in _policy_reads(p)]
+    assert not found, f"a profile's policy read outside specs/engines.py: {found}"
+    assert _policy_reads(home), "the scan finds the reads it forbids elsewhere"

@@ -197,7 +197,7 @@ def test_roofline_json_matches_evaluate(run):
 
 
 def test_roofline_defaults_are_engine_defaults(run):
-    data = roofline_json(run)
+    data = roofline_json(run, "-H", "H100-SXM")     # the library's default device
     ds = inf.evaluate()
     assert data["model"] == "Llama-3.1-8B" and data["hardware"] == "H100-SXM"
     _assert_matches(data, ds)
@@ -225,7 +225,8 @@ def test_roofline_moe_options_and_default_precision(run):
 
 
 def test_roofline_precision_and_cache_options(run):
-    args = ["--kv-precision", "fp8", "--attention-precision", "fp8", "--cache-tier", "nvme",
+    args = ["-H", "H100-SXM", "--kv-precision", "fp8", "--attention-precision", "fp8",
+            "--cache-tier", "nvme",
             "--cache-hit-rate", "0.5", "--prefill-batch-size", "2"]
     data = roofline_json(run, *args)
     ds = inf.evaluate(kv_precision="fp8", attention_precision="fp8", cache_tier="nvme",
@@ -235,7 +236,8 @@ def test_roofline_precision_and_cache_options(run):
 
 
 def test_roofline_draft_model(run):
-    data = roofline_json(run, "-m", "Llama-3.1-70B", "--tp", "4", "--draft-depth", "3",
+    data = roofline_json(run, "-m", "Llama-3.1-70B", "-H", "H100-SXM", "--tp", "4",
+                         "--draft-depth", "3",
                          "--draft-model", "Llama-3.1-8B")
     ds = inf.evaluate("Llama-3.1-70B", tp=4, draft_depth=3, draft_model="Llama-3.1-8B")
     _assert_matches(data, ds)
@@ -243,7 +245,7 @@ def test_roofline_draft_model(run):
 
 
 def test_roofline_ideal(run):
-    args = ["-m", "Llama-3.1-70B", "--tp", "4", "--batch-size", "16"]
+    args = ["-m", "Llama-3.1-70B", "-H", "H100-SXM", "--tp", "4", "--batch-size", "16"]
     real = roofline_json(run, *args)
     ideal = roofline_json(run, *args, "--ideal")
     assert real["attrs"]["mode"] == "measured"
@@ -424,7 +426,8 @@ def test_python_dash_m_end_to_end(tmp_path):
     assert math.isfinite(data["tpot_s"])
 
     bad = subprocess.run(
-        [sys.executable, "-m", "inference_factory", "roofline", "--attention-precision", "fp4"],
+        [sys.executable, "-m", "inference_factory", "roofline", "-H", "H100-SXM",
+         "--attention-precision", "fp4"],
         capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stdout == ""

@@ -204,7 +204,7 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     host_d = engine.host_s_per_decode_step if engine_time else 0.0
     host_p = engine.host_s_per_prefill_pass if engine_time else 0.0
     prank = (active if colocated else float(prefill_ranks))   # prefill ranks with work
-    mixed = (engine.pass_tokens_per_rank(decode_dp) if engine.policy == "mixed" else None)
+    mixed = engine.mixed_pass_tokens(decode_dp)   # None: prefill passes run on their own
 
     def pass_s_of(k):
         return prefill.prefill_pass_s(k) + host_p

@@ -10,7 +10,8 @@ from ..errors import SpecError
 from ..output.tables import chosen_format, render
 from ..specs import grammar as g
 from . import params as p
-from .params import format_option
+from .params import engine_option, format_option
+from ..specs.hardware import DEFAULT_HARDWARE
 
 #: Columns of the human table (every variable goes to csv and json).
 TABLE_COLUMNS = ("concurrency", "total_token_throughput_per_gpu", "output_throughput_per_gpu",
@@ -35,7 +36,9 @@ def _concurrency(ctx, param, value):
 @click.command("bench")
 @click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
               help="Model name, alias or TOML path.")
-@click.option("--hardware", "-H", default="B200", show_default=True, help="Hardware name.")
+@click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
+              help="Hardware name, alias or TOML path (the one default of every command: "
+                   "the device of configs/factory.toml).")
 @click.option("--parallelism", "-p", type=p.ShapeParam(), default=None,
               help="Aggregated instance shape, e.g. tp=4,ep=4 or dp=8,ep=8 (default tp=1).")
 @click.option("--prefill-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
@@ -61,9 +64,7 @@ def _concurrency(ctx, param, value):
                    "--compare files' values).")
 @click.option("--num-prompts", type=click.IntRange(min=1), default=None,
               help="Prompts per run (default 10 x concurrency, as InferenceX).")
-@click.option("--engine", default=None, metavar="PROFILE",
-              help="Serving-engine profile of configs/serving_engines.toml (default "
-                   "sglang-0.5.6; also vllm-v1, ideal).")
+@engine_option
 @click.option("--no-engine-time", is_flag=True,
               help="Drop the engine's own time (poll waits, host time, stream chunks).")
 @click.option("--uncertainty", is_flag=True,

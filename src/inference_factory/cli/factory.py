@@ -6,7 +6,7 @@ import click
 
 from ..output.files import check_target, write_text_atomic
 from ..bounds import MAX_REQUESTS
-from .params import price_basis_options
+from .params import engine_option, price_basis_options
 
 # the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
 # command line's --help stays fast
@@ -37,12 +37,20 @@ def _emit(result: dict, as_json: bool, output: str | None, text: str) -> None:
 @click.option("--uncertainty", is_flag=True,
               help="Add the 80% band of the baseline's and the factory's headline figures "
                    "(JSON <name>_low/_high; 64 re-simulations per side).")
+@engine_option(config=True, note="The factory uses its policy (a colocated side is modelled "
+                                  "prefill-first) and names it; not its limits, intervals or "
+                                  "host times.")
 @price_basis_options
 def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: bool,
                 report: str | None, progress: bool | None, n_requests: int | None,
-                uncertainty: bool, price_basis: str | None, power_basis: str | None) -> None:
+                uncertainty: bool, engine, price_basis: str | None,
+                power_basis: str | None) -> None:
     """Run the generic baseline and the factory on one deterministic trace, side by side,
-    with a per-lever attribution and when speculation and expert balancing pay."""
+    with a per-lever attribution and when speculation and expert balancing pay.
+
+    The serving-engine profile (--engine, else the config's engine, else the default) is
+    named in the output; the factory uses its policy only (a colocated side is modelled
+    prefill-first), not its limits, poll and stream intervals or host times (docs/CONFIG.md)."""
     import sys
 
     from ..factory.compare import compare, format_compare
@@ -51,7 +59,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
         raise click.BadParameter(f"{report!r} must end in .md", param_hint="--report")
     if report is not None:
         check_target(report, option="--report")   # a bad folder fails before the run
-    cfg = _load(config, n_requests, output, price_basis, power_basis)
+    cfg = _load(config, n_requests, output, price_basis, power_basis, engine)
     show = sys.stderr.isatty() if progress is None else progress
     result = compare(cfg, attribution=not no_attribution,
                      progress=(lambda msg: click.echo(msg, err=True)) if show else None,
@@ -77,15 +85,23 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
               help="Add the 80% band of the headline figures (tokens/s per GPU, TTFT, TPOT, "
                    "$/M, GPUs; JSON <name>_low/_high): the scenario re-simulated on 64 draws "
                    "of the component uncertainty, widened by the model-structure term.")
+@engine_option(config=True, note="The factory uses its policy (a colocated side is modelled "
+                                  "prefill-first) and names it; not its limits, intervals or "
+                                  "host times.")
 @price_basis_options
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None,
-                 uncertainty: bool, price_basis: str | None, power_basis: str | None) -> None:
-    """Run one scenario on its trace."""
+                 uncertainty: bool, engine, price_basis: str | None,
+                 power_basis: str | None) -> None:
+    """Run one scenario on its trace.
+
+    The serving-engine profile (--engine, else the config's engine, else the default) is
+    named in the output; the factory uses its policy only (a colocated side is modelled
+    prefill-first), not its limits, poll and stream intervals or host times (docs/CONFIG.md)."""
     from ..factory.compare import format_simulate, simulate_one
 
     from ..factory.plan_check import format_plan_check, plan_check
 
-    cfg = _load(config, n_requests, output, price_basis, power_basis)
+    cfg = _load(config, n_requests, output, price_basis, power_basis, engine)
     result = simulate_one(cfg, uncertainty=True if uncertainty else None)
     check = plan_check(cfg, result["scenario"])   # a config from 'plan --emit-config'
     if check is not None:
@@ -114,14 +130,14 @@ def _band_lines(metrics: dict) -> str:
 
 
 def _load(config: str, n_requests: int | None, output: str | None = None,
-          price_basis: str | None = None, power_basis: str | None = None):
+          price_basis: str | None = None, power_basis: str | None = None, engine=None):
     import dataclasses
 
-    from ..factory.config import load_config, with_price_basis
+    from ..factory.config import load_config, with_engine, with_price_basis
 
     if output:
         check_target(output)        # a bad --output fails before the simulation runs
-    cfg = with_price_basis(load_config(config), price_basis, power_basis)
+    cfg = with_engine(with_price_basis(load_config(config), price_basis, power_basis), engine)
     if n_requests is None:
         return cfg
     if cfg.trace_path:   # a loaded trace: keep its first n requests

@@ -203,6 +203,31 @@ def precision_options(func):
     return func
 
 
+def _engine(ctx, param, value):
+    """``--engine NAME`` -> the resolved profile (:func:`..specs.engines.resolve_serving_engine`;
+    an unknown name is one line naming the option, the value and the allowed names)."""
+    if value is None:
+        return None
+    from ..specs.engines import resolve_serving_engine
+
+    return resolve_serving_engine(value, "--engine")
+
+
+def engine_option(func=None, *, config: bool = False, note: str = ""):
+    """``--engine PROFILE``: the serving-engine profile every command takes, resolved once
+    (a :class:`~inference_factory.specs.engines.ServingEngine`, None when not given).
+    ``config=True``: the help says the option wins over the config's ``engine``; ``note``
+    ends the help (what the command uses of the profile)."""
+    def deco(f):
+        where = ("overrides the config's engine = \"...\"; default: the config's, else "
+                 if config else "default ")
+        return click.option(
+            "--engine", default=None, metavar="PROFILE", callback=_engine,
+            help=f"Serving-engine profile of configs/serving_engines.toml ({where}"
+                 f"sglang-0.5.6; also vllm-v1, ideal).{' ' + note if note else ''}")(f)
+    return deco if func is None else deco(func)
+
+
 def format_option(func):
     """``--format table|csv|json|markdown`` and its shorthand ``--json``."""
     func = click.option("--json", "as_json", is_flag=True,

@@ -11,7 +11,8 @@ from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
 from ..output.tables import chosen_format, render
-from .params import format_option
+from .params import engine_option, format_option
+from ..specs.hardware import DEFAULT_HARDWARE
 
 #: Columns printed as a table (every column goes to csv and json).
 TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
@@ -37,7 +38,8 @@ def _gpus(ctx, param, value):
 @click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
               help="Model name, alias or TOML path.")
 @click.option("--hardware", "-H", "hardware", multiple=True,
-              help="Hardware to plan for (repeat or comma-separate; default H800-SXM).")
+              help=f"Hardware to plan for (repeat or comma-separate; default {DEFAULT_HARDWARE}, "
+                   "the one default of every command).")
 @click.option("--gpus", "-g", default="8", show_default=True, callback=_gpus, metavar="N|A..B",
               help="GPU budget in total: whole instances (for P/D, prefill and decode "
                    "instances balanced on request rate) using at most N GPUs; per-GPU figures "
@@ -76,6 +78,7 @@ def _gpus(ctx, param, value):
                    "fixed engine values (acceptance_rate, expert_skew, redundant_experts, "
                    "cache_hit_rate, context_cv).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
+@engine_option(note="Its scheduling runs the aggregated candidates' closed loop, as in bench.")
 @click.option("--load", "load", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs.")
 @click.option("--price", default=None, metavar="ID",
@@ -105,7 +108,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              ttft: float | None, tpot: float | None, objective: str, mode: str,
              precision: tuple[str, ...],
              parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
-             load: float | None, price: str | None, cost_basis: str,
+             engine, load: float | None, price: str | None, cost_basis: str,
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
              plot_path: str | None, emit_config: str | None, uncertainty: bool,
@@ -128,7 +131,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
 
     fmt = chosen_format(fmt, as_json)
     profiles = g.parse_precision(precision, "--precision")
-    hws = _names(hardware) or ["H800-SXM"]
+    hws = _names(hardware) or [DEFAULT_HARDWARE]
     for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),
                                 (emit_config, (".toml",), "--emit-config")):
         if path is not None and not path.lower().endswith(suffixes):
@@ -166,7 +169,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
                   modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
                   shapes=shapes,
                   precision=profiles, uncertainty=True if uncertainty else None,
-                  **{k: v for k, v in grids.items()}, **fixed)
+                  engine=engine, **{k: v for k, v in grids.items()}, **fixed)
     configs = _configs(result, emit_config, price) if emit_config is not None else []
     recs = result.recommendations
     head = (f"{result.request['model']}: plan within {gpus[1]} GPUs in total "
@@ -174,7 +177,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
             f"TTFT {'<= ' + format(ttft, 'g') + ' s' if ttft else 'free'}, "
             f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}; "
             f"best {objective} ({cost_header(cost, hws)}"
-            f"{', price ' + price if price else ''}); {len(result.candidates):,} candidates")
+            f"{', price ' + price if price else ''}); engine {result.request['engine']}; "
+            f"{len(result.candidates):,} candidates")
     if fmt in ("table", "markdown"):
         shown = recs[[c for c in TABLE_COLUMNS if c in recs]]
         if load is None:

@@ -13,6 +13,7 @@ from . import params as p
 from ..errors import SpecError
 from ..output.tables import render
 from .params import format_option
+from ..specs.hardware import DEFAULT_HARDWARE
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,7 +152,8 @@ def _engine_options(func: Callable) -> Callable:
                              "batch_size=1,2,4,...,256 (a list adds a dimension).")(func)
     func = click.option("--hardware", "-H", "hardware", multiple=True,
                         help="Hardware name, alias or TOML path (repeat or comma-separate for "
-                             "several; default H800-SXM).")(func)
+                             f"several; default {DEFAULT_HARDWARE}, the one default of every "
+                             "command).")(func)
     func = click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
                         help="Model name, alias or TOML path.")(func)
     return func
@@ -265,7 +267,7 @@ def _engine_kwargs(model: str, hardware: Sequence[str], axes: dict[str, tuple],
                    forbid: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
     """Hardware argument and evaluate() keywords; the instance shape is checked against the
     model here (a shape the engine refuses is a usage error, not a result row)."""
-    hws = _names(hardware) or ["H800-SXM"]
+    hws = _names(hardware) or [DEFAULT_HARDWARE]
     if single and len(hws) != 1:
         raise SpecError(f"--hardware: give one device for this command (got {hws})")
     for name, why in (forbid or {}).items():

@@ -18,6 +18,7 @@ from . import params as p
 from ..errors import SpecError
 from ..output.tables import chosen_format
 from .params import cost_words
+from ..specs.hardware import DEFAULT_HARDWARE
 from .question_options import (_as_kwargs, _economics_options, _emit,
                                _engine_kwargs, _engine_options, _names, _one, _pick, _slo,
                                _slo_options, _split_economics, _table_options, _tidy, _title,
@@ -127,7 +128,7 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
         raise SpecError(f"--axis {listed[0]}: cheapest picks one operating point per choice; "
                         f"give {listed[0]} one value (batch sizes are searched)")
     fixed = {k: v for k, v in axes.items() if k not in crossed}
-    hws = _names(hardware) or ["H800-SXM"]
+    hws = _names(hardware) or [DEFAULT_HARDWARE]
     given = {**fixed, **{k: tuple(v) for k, v in crossed.items()}}
     if parallelism:
         shapes = [dict(p) for p in parallelism]

@@ -12,7 +12,7 @@ import click
 from .. import units
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
 from .params import ValueParam, precision_options
-from ..specs import load_hardware, load_model
+from ..specs import DEFAULT_HARDWARE, load_hardware, load_model
 from .text import _dump_json, _g, _kv, _table
 
 
@@ -150,8 +150,9 @@ def _footing_text(ops, phase: str) -> str:
 @click.command("roofline")
 @click.option("--model", "-m", default="Llama-3.1-8B", show_default=True,
               help="Model name, alias or TOML path.")
-@click.option("--hardware", "-H", "hardware", default="H100-SXM", show_default=True,
-              help="Hardware name, alias or TOML path.")
+@click.option("--hardware", "-H", "hardware", default=DEFAULT_HARDWARE, show_default=True,
+              help="Hardware name, alias or TOML path (the one default of every command: "
+                   "the device of configs/factory.toml).")
 @click.option("--tp", type=ValueParam("tp"), default=None, help="Tensor-parallel degree (default 1).")
 @click.option("--dp", type=ValueParam("dp"), default=None,
               help="Attention data-parallel degree (default 1); tp x dp GPUs per instance.")

@@ -22,7 +22,7 @@ from ..axes import SWEEP_FORMATS as FORMATS
 from ..errors import SpecError
 from ..bounds import MAX_SWEEP_POINTS
 from ..specs.grammar import ENGINE_AXES
-from .params import AxisParam, collect_axes, price_basis_options
+from .params import AxisParam, collect_axes, engine_option, price_basis_options
 
 #: Grids up to this many points are evaluated in memory unless --chunk-size is given.
 AUTO_CHUNK_POINTS = 2_000_000
@@ -36,7 +36,8 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
                axes: tuple[str, ...], settings: tuple[str, ...], *, ideal: bool,
                draft_model: str | None, price: str | None, cost_basis: str | None,
-               price_basis: str | None = None, power_basis: str | None = None):
+               price_basis: str | None = None, power_basis: str | None = None,
+               engine=None):
     """The sweep described by a sweep file and/or command-line options (options win)."""
     from ..analysis.economics import CostModel
     from ..analysis.sweep import SweepSpec, load_sweep_file, parse_axis, parse_setting
@@ -66,6 +67,9 @@ def build_spec(config: str | None, models: tuple[str, ...], hardware: tuple[str,
         changes["draft_model"] = draft_model
     if price is not None:
         changes["price"] = price
+    if engine is not None:   # a name or a resolved profile (--engine)
+        from ..specs.engines import resolve_serving_engine
+        changes["engine"] = resolve_serving_engine(engine, "--engine").name
     given = {k: v for k, v in (("cost_basis", cost_basis), ("price_basis", price_basis),
                                ("power_basis", power_basis)) if v is not None}
     if given:
@@ -114,6 +118,8 @@ def _shape(ds) -> str:
               help="Hold an axis at one value (repeatable), e.g. --set kv_len=4096 --set dp=32.")
 @click.option("--draft-model", default=None, help="Separate draft model for draft_depth > 0.")
 @click.option("--ideal", is_flag=True, help="Pure roofline: realism terms off.")
+@engine_option(note="Named in the result's attrs; the per-step engine a sweep evaluates "
+                    "uses none of its settings (bench and plan do).")
 @click.option("--price", default=None, metavar="ID",
               help="Price id of configs/prices.toml: adds revenue, margin and payback.")
 @price_basis_options
@@ -153,7 +159,7 @@ def _shape(ds) -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
 def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, ...],
               axes: tuple[str, ...], settings: tuple[str, ...], draft_model: str | None,
-              ideal: bool, price: str | None, cost_basis: str | None,
+              ideal: bool, engine, price: str | None, cost_basis: str | None,
               price_basis: str | None, power_basis: str | None, output: str | None,
               plot_path: str | None, x: str | None, y: str | None, var: str | None,
               facet: str | None, size: str, dpi: int, logx: bool | None, logy: bool | None,
@@ -173,7 +179,7 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
     t0 = time.perf_counter()
     spec = build_spec(config, models, hardware, axes, settings, ideal=ideal,
                       draft_model=draft_model, price=price, cost_basis=cost_basis,
-                      price_basis=price_basis, power_basis=power_basis)
+                      price_basis=price_basis, power_basis=power_basis, engine=engine)
     check_size(spec, max_points)
     if output is None and plot_path is None:
         raise SpecError(f"nothing to write: give --output FILE ({', '.join(FORMATS)}) "

@@ -157,6 +157,7 @@ def compare(cfg: FactoryConfig, *, attribution: bool = True, trace: Trace | None
                                       cache_memo=memo)
     out: dict[str, Any] = {
         "config": cfg.path, "model": cfg.model, "price": cfg.price.id,
+        "engine": fact.metrics["engine"],
         "trace": trace_summary(trace),
         "baseline": base.metrics, "factory": fact.metrics,
     }
@@ -198,7 +199,7 @@ def simulate_one(cfg: FactoryConfig, *, uncertainty=None) -> dict:
         from .bands import simulate_bands
         metrics = simulate_bands(cfg, metrics, uncertainty, trace=trace, cache_memo=memo)
     return {"config": cfg.path, "model": cfg.model, "price": cfg.price.id,
-            "scenario": metrics}
+            "engine": metrics["engine"], "scenario": metrics}
 
 
 def to_json(result: dict) -> str:
@@ -269,10 +270,17 @@ def lever_effect_lines(result: dict) -> list[str]:
     return lines
 
 
+def _engine_words(b: dict, f: dict) -> str:
+    """``engine NAME`` (both sides on one profile) or ``engine: baseline A, factory B``."""
+    eb, ef = b.get("engine", ""), f.get("engine", "")
+    return f"engine {ef}" if eb == ef else f"engine: baseline {eb}, factory {ef}"
+
+
 def format_compare(result: dict) -> str:
     b, f = result["baseline"], result["factory"]
     t = result["trace"]
-    lines = [f"{result['model']}  price {result['price']}  config {result['config']}",
+    lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
+             f"{_engine_words(b, f)}",
              f"trace: {t['n_requests']:,} requests, {t['input_tokens']:,} input / "
              f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s; "
              f"fleet and money at {f['arrival_rate_per_s']:,.1f} requests/s "
@@ -315,7 +323,8 @@ def format_compare(result: dict) -> str:
 
 def format_simulate(result: dict) -> str:
     s = result["scenario"]
-    lines = [f"{result['model']}  price {result['price']}  config {result['config']}",
+    lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
+             f"engine {s.get('engine', '')}",
              f"GPU-hours: {s.get('price_basis', '')}; tokens per MW: power basis "
              f"{s.get('power_basis', '')}",
              f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "

@@ -110,6 +110,10 @@ class FactoryConfig:
     baseline: "FactoryConfig | None" = field(default=None, compare=False)
     baseline_path: str = ""
     trace_head: int = 0                  # > 0: use only the first n requests of the loaded trace
+    #: The serving-engine profile (:class:`~inference_factory.specs.engines.ServingEngine`;
+    #: None: the default profile). simulate uses its name and policy only
+    #: (:data:`~inference_factory.specs.engines.FACTORY_USES`).
+    engine: Any = None
 
     def with_levers(self, levers: Levers) -> "FactoryConfig":
         return dataclasses.replace(self, levers=levers)
@@ -230,6 +234,10 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                             "(relative to this one)")
         base = load_config(bp, with_baseline=False, _chain=chain)
     name = _need(p, "name", _set(doc.name, base and base.name))
+    from ..specs.engines import resolve_serving_engine
+    engine = resolve_serving_engine(
+        _set(doc.engine, base.engine.name if base is not None and base.engine else None),
+        f"{p}: engine")
     desc = _set(doc.description, base.description if base else "")
 
     mt = doc.model
@@ -313,7 +321,7 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     cfg = FactoryConfig(name=name, description=desc, model=spec.name, price=prices[price_id],
                         workload=workload, trace_path=trace, prefill=prefill, decode=decode,
                         levers=Levers(**lk), ttft_slo_s=ttft, tpot_slo_s=tpot,
-                        target_utilization=util, economics=econ, path=str(p))
+                        target_utilization=util, economics=econ, path=str(p), engine=engine)
     if bt:
         bpath = (p.parent / bt).resolve() if not os.path.isabs(bt) else Path(bt)
         cfg = dataclasses.replace(cfg, baseline_path=str(bpath))
@@ -351,6 +359,21 @@ def _price_basis(p, econ: Economics, hw) -> Economics:
     return dataclasses.replace(econ, rental_usd_per_gpu_hour=g.usd_per_gpu_hour,
                                price_basis_label=f"price basis {g.basis} ({g.tag}, {g.date}"
                                                  f"{'; ' + g.fallback if g.fallback else ''})")
+
+
+def with_engine(cfg: FactoryConfig, engine=None, where: str = "--engine") -> FactoryConfig:
+    """``cfg`` (and its baseline) on the serving-engine profile ``engine`` (a name or a
+    profile; None keeps the config's): ``--engine`` of simulate and compare wins over the
+    files' ``engine``. An unknown name is one line naming ``where``."""
+    if engine is None:
+        return cfg
+    from ..specs.engines import resolve_serving_engine
+
+    eng = resolve_serving_engine(engine, where)
+    out = dataclasses.replace(cfg, engine=eng)
+    if cfg.baseline is not None:
+        out = dataclasses.replace(out, baseline=dataclasses.replace(cfg.baseline, engine=eng))
+    return out
 
 
 def with_price_basis(cfg: FactoryConfig, price_basis: str | None = None,

@@ -77,6 +77,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     rl_kw = {} if realism is None else {"realism": realism}
     m = load_model(cfg.model)
     lv = cfg.levers
+    eng = _serving_engine(cfg)
     if trace is None:
         trace = config_trace(cfg)
     trace = with_config_class_params(trace, cfg)
@@ -381,6 +382,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
             f"{ec.power_basis} ({hw_d.name} is not in it: tokens per MW n/a)"),
         "usd_per_gpu_hour": {hw_d.name: float(hw_cost / max(gpu_hours_day, 1e-12))},
         "precisions": {**prec_d, "overlap": overlap, "redundant_experts": redundant_d},
+        "engine": eng.name,
     }
     return SideResult(name=name or cfg.name, metrics=metrics,
                       per_request={"ttft_s": ttft, "tpot_s": tpot, "hit_tokens": hit_tok},
@@ -388,6 +390,27 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                       context=dict(model=m, pool=dpool, precisions=prec_d, overlap=overlap,
                                    redundant_experts=lv.redundant_experts if m.is_moe else 0,
                                    popularity=pop, kv_len=kv_len, decode_point=dp_))
+
+
+def _serving_engine(cfg: FactoryConfig):
+    """The side's serving-engine profile (the config's ``engine``, else the default). The
+    factory takes its name and its policy: a colocated side (``levers.pd_split = false``) is
+    modelled prefill-first (a prompt's pass runs on its own and stretches the others'
+    TPOT), so a profile that mixes prompt chunks into decode steps is refused there rather
+    than modelled as something it is not. Its limits, poll and stream intervals and host
+    times are not modelled: the pools' own ``tokens_per_gpu`` and ``max_batch_per_gpu`` set
+    the passes and the batch cap (:data:`~inference_factory.specs.engines.FACTORY_IGNORES`)."""
+    from ..specs.engines import list_serving_engines, load_serving_engine, resolve_serving_engine
+
+    eng = resolve_serving_engine(cfg.engine, f"{cfg.path or cfg.name}: engine")
+    if eng.prefill_mixes_with_decode(colocated=not cfg.levers.pd_split):
+        fine = [n for n in list_serving_engines()
+                if not load_serving_engine(n).prefill_mixes_with_decode(True)]
+        raise SpecError(f"engine = {eng.name!r} mixes prompt chunks into decode steps, which "
+                        f"simulate does not model on a colocated side ({cfg.name}: "
+                        f"levers.pd_split = false); allowed there: {', '.join(fine)} "
+                        "(or pd_split = true)")
+    return eng
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ KV bytes per token) are computed from the architecture here, never typed into a 
 
 from .catalog import list_hardware, list_models, load_hardware, load_model
 from .files import bundled_dir, data_dir, data_dirs
-from .hardware import HardwareSpec
+from .hardware import DEFAULT_HARDWARE, HardwareSpec
 from .models import ModelSpec
 
-__all__ = ["HardwareSpec", "ModelSpec", "bundled_dir", "data_dir", "data_dirs", "list_hardware",
+__all__ = ["DEFAULT_HARDWARE", "HardwareSpec", "ModelSpec", "bundled_dir", "data_dir",
+           "data_dirs", "list_hardware",
            "list_models", "load_hardware", "load_model"]

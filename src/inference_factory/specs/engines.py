@@ -3,7 +3,13 @@
 The settings live in ``configs/serving_engines.toml`` (each with the server flag or source
 file it was read from); this module loads them strictly (schema
 :class:`~inference_factory.specs.schema_engines.ServingEnginesFile`) into frozen
-:class:`ServingEngine` objects. ``bench`` (:mod:`inference_factory.analysis.bench`) reads one.
+:class:`ServingEngine` objects. Every command takes one (``--engine``; a factory config's
+``engine``; a sweep file's ``[sweep] engine``), resolved once here and passed down: ``bench``
+and ``plan``'s closed loop (:mod:`inference_factory.analysis.bench`) run on its settings,
+``simulate`` and ``compare`` on the ones the factory has a concept for
+(:data:`FACTORY_USES`), ``sweep`` names it. Its policies are its methods
+(:meth:`ServingEngine.prefill_mixes_with_decode`, :meth:`ServingEngine.mixed_pass_tokens`):
+no code outside this module compares ``policy``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,19 @@ class ServingEngine:
     dp_attention_divides_limits: bool = False
     path: str = ""
 
+    def prefill_mixes_with_decode(self, colocated: bool) -> bool:
+        """Whether prompt chunks ride on the decode steps (``policy = "mixed"``, vLLM V1) on a
+        deployment where prefill and decode share the GPUs (``colocated``); False where a
+        prefill pass runs on its own and decoding waits (``"prefill-first"``, SGLang) and on a
+        disaggregated deployment (its prefill pool runs nothing else)."""
+        return colocated and self.policy == "mixed"
+
+    def mixed_pass_tokens(self, dp: int) -> float | None:
+        """The token budget of one mixed step per attention-DP rank (decode tokens first,
+        prompt chunks fill the rest: :meth:`pass_tokens_per_rank`) where the engine mixes
+        prefill into decode steps; None where it runs prefill passes on their own."""
+        return self.pass_tokens_per_rank(dp) if self.prefill_mixes_with_decode(True) else None
+
     def pass_tokens(self, dp_attention: bool) -> int:
         """Prompt tokens one prefill pass (or one mixed step) takes per DP rank."""
         return (self.prefill_tokens_per_pass_dp_attention if dp_attention
@@ -62,6 +81,36 @@ class ServingEngine:
             return np.full(c.shape, float(self.recv_interval_steps_dp_attention))
         return np.where(c >= self.recv_interval_high_from_concurrency,
                         float(self.recv_interval_steps_high), float(self.recv_interval_steps))
+
+
+#: What ``simulate`` and ``compare`` take from a profile (the factory has a matching concept)
+#: and what they do not model, for docs and tests (:data:`FACTORY_USES`).
+FACTORY_USES = ("name", "policy")
+FACTORY_IGNORES = ("prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attention",
+                   "max_running_requests", "recv_interval_steps", "recv_interval_steps_high",
+                   "recv_interval_high_from_concurrency", "recv_interval_steps_dp_attention",
+                   "stream_interval_tokens", "host_s_per_decode_step",
+                   "host_s_per_prefill_pass", "dp_attention_divides_limits")
+
+
+def default_serving_engine_name(path: str | os.PathLike | None = None) -> str:
+    """The ``default`` profile of the engines file (what every command takes unless told)."""
+    return _load(path)[0]
+
+
+def resolve_serving_engine(name, where: str,
+                           path: str | os.PathLike | None = None) -> ServingEngine:
+    """:func:`load_serving_engine`, an unknown name reported as one line naming ``where``
+    (the option or config field, e.g. ``--engine`` or ``configs/x.toml: engine``), the value
+    and the allowed names."""
+    if isinstance(name, ServingEngine):
+        return name
+    default, engines, _ = _load(path)
+    key = default if name is None else str(name)
+    if key not in engines:
+        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines; allowed: "
+                        f"{', '.join(sorted(engines))}")
+    return engines[key]
 
 
 def list_serving_engines(path: str | os.PathLike | None = None) -> list[str]:

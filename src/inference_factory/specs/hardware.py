@@ -10,6 +10,13 @@ from .. import units
 from ..errors import SpecError
 from .files import read_toml
 
+#: The one default device of every command whose --hardware has a default (plan, bench,
+#: roofline, the question commands) and of :func:`inference_factory.bench`: the H800-SXM of
+#: the project's anchor case, DeepSeek's published production day
+#: (``configs/factory.toml``, ``configs/baseline.toml``), so a bare command answers about
+#: the deployment ``compare`` simulates. (H800 runs on H100's measured kernel tables.)
+DEFAULT_HARDWARE = "H800-SXM"
+
 
 # --------------------------------------------------------------------------------------------
 # hardware

@@ -138,6 +138,8 @@ class FactoryConfigFile(_Schema):
     baseline: Optional[text("config file compare runs against")] = None
     name: Optional[nonempty("scenario name")] = None
     description: Optional[text("one-line description")] = None
+    engine: Optional[nonempty("serving-engine profile of configs/serving_engines.toml "
+                              "(default: its default profile)")] = None
     model: Optional[ConfigModel] = None
     workload: Optional[ConfigWorkload] = None
     prefill: Optional[ConfigPrefill] = None
@@ -163,6 +165,9 @@ class SweepHeader(_Schema):
     hardware: Optional[names("hardware")] = None
     ideal: Optional[flag("pure roofline, realism terms off")] = None
     draft_model: Optional[nonempty("separate draft model")] = None
+    engine: Optional[nonempty("serving-engine profile of configs/serving_engines.toml, named "
+                              "in the result (the per-step engine uses none of its "
+                              "settings)")] = None
 
 
 class SweepEconomics(_Schema):

@@ -95,7 +95,7 @@ def run_metrics(st, conc: np.ndarray, prompts: np.ndarray, *, isl: int, osl: int
     rho = np.clip(col(st.prefill_utilization), 1e-12, 0.999)
     queue = np.where(u_queue < rho, -np.log1p(-u_wait) * col(st.queue_wait_s) / rho, 0.0)
     ttft_ss = poll + queue + col(st.pass_s) * scale + col(st.transfer_s) + col(st.cap_wait_s)
-    if engine.policy == "mixed" and colocated:
+    if engine.prefill_mixes_with_decode(colocated):
         ttft_ss = poll + queue + col(st.ttft_s - st.poll_wait_s - st.queue_wait_s
                                       - st.cap_wait_s) * scale + col(st.cap_wait_s)
     # first wave: the N prompts of the run's start, prefilled back to back in full passes

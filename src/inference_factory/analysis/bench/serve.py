@@ -25,7 +25,7 @@ from ..closed_loop import Pool, StepTable, solve_loop, step_table
 from ...engine import architecture
 from ...errors import SpecError
 from ...kernels import serving as ks
-from ...specs import load_hardware, load_model
+from ...specs import DEFAULT_HARDWARE, load_hardware, load_model
 from ...specs.engines import ServingEngine, load_serving_engine
 
 #: Default concurrencies (InferenceX's sweep: powers of two).
@@ -48,8 +48,8 @@ def _pool(value: Pool | Mapping[str, Any] | None, where: str) -> Pool | None:
 
 # ---- the public entry -----------------------------------------------------------------------
 
-def bench(model: str = "DeepSeek-V3", hardware: str = "B200", *, tp: int = 1, dp: int = 1,
-          ep: int = 1, prefill_pool: Pool | Mapping[str, Any] | None = None,
+def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: int = 1,
+          dp: int = 1, ep: int = 1, prefill_pool: Pool | Mapping[str, Any] | None = None,
           decode_pool: Pool | Mapping[str, Any] | None = None,
           weight_precision: str | None = None, moe_precision: str | None = None,
           kv_precision: str | None = None, attention_precision: str | None = None,

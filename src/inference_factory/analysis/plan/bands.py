@@ -95,7 +95,8 @@ def _sample(m, hw, u, rl, engine_kw, free_acceptance: bool, n: int, *, shape, pr
     return draws
 
 
-def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, utilization):
+def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, utilization,
+                serving_engine=None):
     """The plan's derived columns on each draw of an aggregated recommendation."""
     from ..economics import usd_per_mtok_at
     from .candidates import _closed_loop, _judge, _prefill_best, _ShapeGrid
@@ -129,7 +130,7 @@ def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, uti
            "batch_size": np.full(n, float(row["batch_size"])),
            "tpot_s": d["tpot_s"].reshape(n, -1)[:, 0],
            "tokens_per_step": d["tokens_per_step"].reshape(n, -1)[:, 0]}
-    loop = _closed_loop(sg, dec, shape, isl, osl)
+    loop = _closed_loop(sg, dec, shape, isl, osl, serving_engine)
     n_inst = int(row["decode_instances"])
     f = {"mode": np.full(n, "aggregated", dtype=object),
          "decode_tokens_per_s_per_gpu": d["decode_tokens_per_s_per_gpu"].reshape(n, -1)[:, 0],
@@ -181,7 +182,7 @@ def _disaggregated(row, dd, pd_, *, isl, osl, ttft_s, tpot_s, gpus, rates, utili
 
 def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s, tpot_s,
                          gpus: int, cost, prefill_batch_sizes, engine_kw, free_acceptance: bool,
-                         realism=None) -> pd.DataFrame:
+                         realism=None, serving_engine=None) -> pd.DataFrame:
     """The plan's derived columns of one recommendation (a row of
     ``PlanResult.recommendations``) on each draw of the component uncertainty, one row per
     draw (``u.draws`` of them), in the plan's own column names."""
@@ -203,7 +204,7 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
         pb = np.asarray(prefill_batch_sizes, dtype=float)
         d = _sample(m, hw, u, rl, engine_kw, free_acceptance, n, shape=shape, precs=precs,
                     overlap=str(row["overlap"]), prefill_batch_size=pb, **point, **lengths)
-        got = _aggregated(m, hw, row, d, pb, **common)
+        got = _aggregated(m, hw, row, d, pb, **common, serving_engine=serving_engine)
     else:
         dd = _sample(m, hw, u, rl, engine_kw, free_acceptance, n, shape=shape, precs=precs,
                      overlap=str(row["overlap"]), prefill_batch_size=1.0, **point, **lengths)
@@ -233,7 +234,7 @@ def _quantiles(x: np.ndarray, point: float, name: str, quantiles) -> tuple[float
 
 def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, ttft_s, tpot_s,
               gpus: int, cost, prefill_batch_sizes, engine_kw, free_acceptance: bool,
-              realism=None) -> pd.DataFrame:
+              realism=None, serving_engine=None) -> pd.DataFrame:
     """The recommendations with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED`
     figure (NaN where a device has no recommendation), ``band_structure_ln`` (the
     model-structure widening of the device, ln) and ``meets_slo_share``."""
@@ -256,7 +257,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
                                    tpot_s=tpot_s, gpus=gpus, cost=cost,
                                    prefill_batch_sizes=prefill_batch_sizes,
                                    engine_kw=engine_kw, free_acceptance=free_acceptance,
-                                   realism=realism)
+                                   realism=realism, serving_engine=serving_engine)
         for k in BANDED:
             lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles)
             if w:

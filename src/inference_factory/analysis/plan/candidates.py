@@ -139,14 +139,16 @@ _LOOP_COLUMNS = ("loop_request_rate_per_s", "loop_in_service", "loop_ttft_s", "l
                  "loop_prompts_per_pass")
 
 
-def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[str, np.ndarray]:
+def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int,
+                 serving_engine=None) -> dict[str, np.ndarray]:
     """Each aggregated row (overlap, batch, depth) as ``bench``'s closed loop at its decode
-    batch (:func:`..closed_loop.loop_at_batch`, default serving-engine profile): prompts per pass
-    gathered in the poll window, from the shape's own pass times over the prefill-batch grid."""
+    batch (:func:`..closed_loop.loop_at_batch`, under the serving-engine profile
+    ``serving_engine``, default the file's default): prompts per pass gathered in the poll
+    window, from the shape's own pass times over the prefill-batch grid."""
     from ...specs.engines import load_serving_engine
     from ..closed_loop import loop_at_batch
 
-    eng = load_serving_engine()
+    eng = load_serving_engine(serving_engine)
     dp = shape.get("dp", 1)
     pb = sg.prefill_batch_size
     k_max = float(min(max(1.0, np.floor(eng.pass_tokens_per_rank(dp) / isl)), pb.max()))
@@ -170,8 +172,7 @@ def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int) -> dict[s
                     pass_s_of=lambda k: np.interp(k, pb, nodes) + host_p,  # noqa: B023
                     max_prompts=k_max, decode_tokens_per_request=max(osl - 1, 1),
                     recv_interval_steps=recv,
-                    mixed_budget_tokens=(eng.pass_tokens_per_rank(dp)
-                                         if eng.policy == "mixed" else None),
+                    mixed_budget_tokens=eng.mixed_pass_tokens(dp),
                     mean_prompt=float(isl))
                 n = np.where(np.isfinite(lp["in_service"]), dp * lp["in_service"], n)
         out["loop_request_rate_per_s"][rows] = lp["request_rate_per_s"]
@@ -220,7 +221,7 @@ def pack_pools(*, total_gpus, decode_instance_gpus, decode_requests_per_s_per_in
 
 
 def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *,
-                rates, utilization) -> list:
+                rates, utilization, serving_engine=None) -> list:
     """Every candidate of one device and precision profile as one frame: per shape, its
     aggregated rows (its own best prefill batch per overlap, as many whole instances as the
     budget holds) and its disaggregated rows (the prefill instance of any shape, and the
@@ -248,7 +249,7 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *
                                                 else None) for k, v in common.items()}}
         if "aggregated" in modes:
             at = np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))
-            loop = _closed_loop(sg, dec, shape, isl, osl)
+            loop = _closed_loop(sg, dec, shape, isl, osl, serving_engine)
             n_inst = gpus // n
             frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
                            **tags("aggregated", dec["overlap"].copy()),
@@ -305,7 +306,7 @@ def _judge(f: dict[str, np.ndarray], isl, osl, ttft_s, tpot_s, *, rates, utiliza
     """The derived columns of the candidates, as a frame: an aggregated candidate is the
     closed loop of ``bench`` at its decode batch (:func:`..closed_loop.loop_at_batch`: TPOT with the
     others' prefill stalls, TTFT with the poll and queue waits, the request rate and the
-    concurrency that batch implies, under the default serving-engine profile); a
+    concurrency that batch implies, under the plan's serving-engine profile); a
     disaggregated one pairs pools sized to each other (all-in output tokens/s per GPU), its
     TTFT one prefill pass. Both fill the budget with whole instances: ``gpus`` is every GPU
     used, ``output_tokens_per_s`` the whole fleet's, and the per-GPU figures and the all-in

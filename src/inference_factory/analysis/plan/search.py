@@ -208,7 +208,8 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
          overlap: Sequence[str] | None = None,
          batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
          prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
-         min_gpus: int = 1, uncertainty: Any = None, **kwargs: Any) -> PlanResult:
+         min_gpus: int = 1, uncertainty: Any = None, engine: Any = None,
+         **kwargs: Any) -> PlanResult:
     """Recommend one deployment per hardware type for a GPU budget and latency targets.
 
     Parameters
@@ -258,6 +259,12 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
         ``meets_slo_share`` (:mod:`.bands`: the recommended operating point re-evaluated
         under the component draws, widened by the model-structure term; candidates and the
         front carry no bands).
+    engine : name or ServingEngine, optional
+        The serving-engine profile of ``configs/serving_engines.toml`` (default: its
+        default, SGLang 0.5.6) whose scheduling the aggregated candidates' closed loop runs
+        (poll interval, host times, prefill-first or mixed steps, pass budget per DP rank:
+        :func:`.bench.loop_at_batch`, as ``bench``); named in ``request["engine"]`` and the
+        frames' attrs. Disaggregated candidates do not depend on it.
     **kwargs
         Other engine options held fixed (``acceptance_rate``, ``expert_skew``,
         ``redundant_experts``, ``draft_model``, ``cache_hit_rate``...).
@@ -288,6 +295,8 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
               "dispatch_precision", "acceptance_by_position"):
         if k in kwargs:
             raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
+    from ...specs.engines import resolve_serving_engine
+    eng = resolve_serving_engine(engine, "engine")
     m = load_model(model)
     m.check_context(isl, osl)
     hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
@@ -332,7 +341,8 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 if res is not None:  # None: a shape the engine refuses (too many experts...)
                     per_shape.append((shape, res))
             rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes,
-                                rates=rates, utilization=cost.utilization)
+                                rates=rates, utilization=cost.utilization,
+                                serving_engine=eng)
     if not rows:
         why = "; ".join(n for ns in notes.values() for n in ns if "refused" in n)
         if why and not any(_profiles(m, hw, profiles)[0] for hw in hws):
@@ -358,7 +368,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                          engine_kw={k: v for k, v in engine_kw.items()
                                     if k not in ("realism", "ideal")},
                          free_acceptance="acceptance_rate" not in kwargs,
-                         realism=kwargs.get("realism"))
+                         realism=kwargs.get("realism"), serving_engine=eng)
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
                    max_instance_gpus=max_instance_gpus,
@@ -371,7 +381,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                    precision_notes={h: n for h, n in notes.items() if n},
                    uncertainty=(None if uncertainty is None or uncertainty is False else
                                 "components" if uncertainty == "components" else "full"),
-                   cost=dataclasses.asdict(cost))
+                   cost=dataclasses.asdict(cost), engine=eng.name)
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})
     return PlanResult(recommendations=recs, candidates=cand, front=front, request=request)

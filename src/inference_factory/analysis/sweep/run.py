@@ -91,6 +91,8 @@ def provenance(spec: SweepSpec, realism: Realism | None) -> dict[str, str]:
                                  **{k: list(v) for k, v in spec.axes.items()}}, indent=None),
         "sweep_fixed": json_text(dict(spec.fixed), indent=None),
     }
+    from ...specs.engines import resolve_serving_engine
+    attrs["engine"] = resolve_serving_engine(spec.engine, "engine").name
     if spec.draft_model is not None:
         d = load_model(spec.draft_model)
         attrs["draft_model_spec"] = files([(d.name, d.path)])

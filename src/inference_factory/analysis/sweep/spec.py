@@ -46,6 +46,9 @@ class SweepSpec:
     name: str = ""
     description: str = ""
     path: str = ""          # the sweep file, "" when built on the command line
+    #: The serving-engine profile's name (None: the default), named in the result's attrs;
+    #: the per-step engine a sweep evaluates uses none of its settings.
+    engine: str | None = None
 
     @property
     def economics(self) -> bool:
@@ -181,6 +184,10 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
     hardware = tuple(f.sweep.hardware) if f.sweep.hardware is not None else None
     ideal = bool(f.sweep.ideal)
     draft = f.sweep.draft_model
+    engine = None
+    if f.sweep.engine is not None:
+        from ...specs.engines import resolve_serving_engine
+        engine = resolve_serving_engine(f.sweep.engine, f"{p}: sweep.engine").name
 
     axes: dict[str, tuple] = {}
     for key, raw in f.axes.items():
@@ -233,6 +240,6 @@ def load_sweep_file(path: str | os.PathLike) -> SweepSpec:
         raise SpecError(f"{p}: sweep.{missing} is missing (required): a name or a list of names")
     return SweepSpec(models=models, hardware=hardware, axes=axes, fixed=fixed, ideal=ideal,
                      draft_model=draft, price=price, cost=cost, name=name,
-                     description=description, path=str(p))
+                     description=description, path=str(p), engine=engine)
 
 
