@@ -1,5 +1,6 @@
 """Benchmark: how long the answers users wait for take, end to end, as fresh processes, against
-another commit measured interleaved in the same run (issue 19's latency table).
+another commit measured interleaved in the same run (issue 19's latency table; the
+targets are issue 27's).
 
     python benchmarks/bench_answers.py [--ref 9885e2f] [--reps 5] [--install]
 
@@ -12,8 +13,12 @@ Workloads (each a fresh ``python -m inference_factory ...`` with PYTHONPATH at t
                    ``INFERENCE_FACTORY_CACHE_DIR`` pointed at a new empty folder each time:
                    numba then neither reads nor writes ``__pycache__``): the first answer
                    after an install
+  plan_2           ``plan -m DeepSeek-V3 -H H200-SXM,B200 --gpus 64 --isl 4096 --osl 1024
+                   --tpot 50ms`` (the frozen plan of ``tests/test_frozen_answers.py``)
   plan_4           ``plan -m DeepSeek-V3 -H H100-SXM,H200-SXM,B200,MI355X --gpus 64 --isl 4096
                    --osl 1024 --tpot 50ms``
+  bench_9          ``bench -m DeepSeek-R1 -H B200 -p tp=4,ep=4`` at FP4 weights and experts and
+                   an FP8 cache, ISL 8192 / OSL 1024, 9 concurrencies 4..1024
   validate         ``validate --cases validation/dev_cases.csv``
   compare          ``compare --config configs/factory.toml`` (the README's main job)
 
@@ -41,13 +46,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 WORKLOADS = {
     "roofline_warm": (["roofline", "-m", "Llama-3.1-70B", "-H", "H100-SXM", "--tp", "8",
-                       "--batch-size", "64", "--kv-len", "4096"], False, 0.5),
+                       "--batch-size", "64", "--kv-len", "4096"], False, 0.3),
     "roofline_fresh": (["roofline", "-m", "Llama-3.1-70B", "-H", "H100-SXM", "--tp", "8",
                         "--batch-size", "64", "--kv-len", "4096"], True, 3.0),
+    "plan_2": (["plan", "-m", "DeepSeek-V3", "-H", "H200-SXM,B200", "--gpus", "64", "--isl",
+                "4096", "--osl", "1024", "--tpot", "50ms"], False, 1.0),
     "plan_4": (["plan", "-m", "DeepSeek-V3", "-H", "H100-SXM,H200-SXM,B200,MI355X", "--gpus",
-                "64", "--isl", "4096", "--osl", "1024", "--tpot", "50ms"], False, 2.0),
+                "64", "--isl", "4096", "--osl", "1024", "--tpot", "50ms"], False, 1.5),
+    "bench_9": (["bench", "-m", "DeepSeek-R1", "-H", "B200", "-p", "tp=4,ep=4",
+                 "--weight-precision", "fp4", "--moe-precision", "fp4", "--kv-precision", "fp8",
+                 "--isl", "8192", "--osl", "1024", "-c", "4,8,16,32,64,128,256,512,1024"],
+                False, 0.6),
     "validate": (["validate", "--cases", "validation/dev_cases.csv"], False, 2.0),
-    "compare": (["compare", "--config", "configs/factory.toml"], False, 3.0),
+    "compare": (["compare", "--config", "configs/factory.toml"], False, 2.0),
 }
 
 

@@ -116,7 +116,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
         if concurrency is None:
             concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
     shape = dict(parallelism or {})
-    ds = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
+    df = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
                weight_precision=weight_precision, moe_precision=moe_precision,
                kv_precision=kv_precision, attention_precision=attention_precision,
                dispatch_precision=dispatch_precision, combine_precision=combine_precision,
@@ -125,9 +125,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                range_ratio=range_ratio,
                concurrency=concurrency or DEFAULT_CONCURRENCY, num_prompts=num_prompts,
                engine=engine, engine_time=not no_engine_time,
-               uncertainty=True if uncertainty else None)
-    df = ds.to_dataframe().reset_index()
-    a = ds.attrs
+               uncertainty=True if uncertainty else None, as_frame=True)
+    a = df.attrs
     head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
             f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
             f"{'' if not no_engine_time else ' without its own time'}")

@@ -13,7 +13,7 @@ from ..axes import NUMERIC_AXES, STRUCT_AXES
 from ..errors import SpecError
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.realism import Realism, load_realism
-from .block import RESOURCES, evaluate_block
+from .block import RESOURCES, evaluate_block, op_table
 from .geometry import validate_struct
 from .inputs import _AXIS_NAMES, _check_scalar, check_values
 
@@ -92,7 +92,7 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
                     acceptance_by_position: Iterable[float] | None = None,
                     draft_model: str | ModelSpec | None = None,
                     expert_popularity: Iterable[float] | None = None,
-                    uncertainty: Any = None,
+                    uncertainty: Any = None, detail: str = "resources",
                     **kwargs: Any) -> dict[str, np.ndarray]:
     """:func:`evaluate` for one structure on plain arrays: each numeric axis a number or a
     numpy array, all broadcast together by numpy's rules (``batch_size=b[:, None]``,
@@ -105,10 +105,18 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
 
     ``uncertainty`` (True, "components" or an :class:`~..specs.uncertainty.Uncertainty`)
     adds ``<name>_low`` / ``<name>_high`` beside every float output (:mod:`.uncertainty`).
+
+    ``detail="ops"`` adds :func:`evaluate`'s per-op detail as arrays with a leading op axis:
+    ``op`` (the names), ``<phase>_op_time_s``, ``<phase>_op_resource`` and
+    ``<phase>_op_source`` for the decode and prefill phases (:func:`op_arrays`).
     """
     check_axis_names(kwargs)
+    if detail not in ("resources", "ops"):
+        raise SpecError(f"detail = {detail!r} is not one of ['ops', 'resources']")
     rl = _realism(ideal, realism)
     if uncertainty is not None and uncertainty is not False:
+        if detail != "resources":
+            raise SpecError("evaluate_arrays: detail='ops' has no prediction bands")
         from .uncertainty import bands_arrays
         return bands_arrays(evaluate_arrays, model, hardware, uncertainty, realism=rl,
                             variables=variables, acceptance_by_position=acceptance_by_position,
@@ -135,9 +143,37 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
             raise SpecError(f"{k} = {v!r}: evaluate_arrays takes one structure; give one value")
     g = validate_struct(m, hw, s, rl, expert_popularity)
     check_draft(m, draft, bool(np.any(np.asarray(raw["draft_depth"]) > 0)))
-    res = _select(evaluate_block(g, raw, acc, draft), variables)
-    return {k: _labels(np.asarray(v)) if k.endswith("_binding_resource") else np.asarray(v)
-            for k, v in res.items() if not k.startswith("_")}
+    res = _select(evaluate_block(g, raw, acc, draft, detail), variables)
+    out = {k: _labels(np.asarray(v)) if k.endswith("_binding_resource") else np.asarray(v)
+           for k, v in res.items() if not k.startswith("_")}
+    if detail == "ops":
+        out.update(op_arrays(res["_ops"], shape))
+    return out
+
+
+def op_arrays(passes, shape: tuple = ()) -> dict[str, np.ndarray]:
+    """The per-op detail of a block's passes (``evaluate_block(..., detail="ops")``'s
+    ``_ops``) as arrays over (op, *shape), as :func:`evaluate` lays out its ``op`` dimension:
+    ``op`` the names of every phase's ops (first seen first), per phase the time per step
+    (NaN for an op the phase does not run), the resource label and the source label ("" where
+    the phase does not run the op)."""
+    table = op_table(passes)
+    names = list(dict.fromkeys(n for phase in table.values() for n in phase[0]))
+    shape = tuple(shape)
+    out: dict[str, np.ndarray] = {"op": np.asarray(names, dtype=str)}
+    for phase, (ops, times, res, src) in table.items():
+        t = np.full((len(names),) + shape, np.nan)
+        r = np.full((len(names),) + shape, "", dtype=object)
+        so = np.full((len(names),) + shape, "", dtype=object)
+        for name, ti, ri, si in zip(ops, times, res, src):
+            i = names.index(name)
+            t[i] = np.broadcast_to(np.asarray(ti, dtype=float), shape) if shape else ti
+            r[i] = np.broadcast_to(np.asarray(ri, dtype=object), shape) if shape else ri
+            so[i] = np.broadcast_to(np.asarray(si, dtype=object), shape) if shape else si
+        out[f"{phase}_op_time_s"] = t
+        out[f"{phase}_op_resource"] = r.astype(str)
+        out[f"{phase}_op_source"] = so.astype(str)
+    return out
 
 
 def _acceptance(acceptance_by_position, draft_depth):

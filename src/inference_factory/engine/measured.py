@@ -151,6 +151,8 @@ class Curve:
     group_source: int            # MEASURED, INTERPOLATED or EXTRAPOLATED for the fixed keys
     #: ln latency at the nodes per named roofline (time_s's pure_key): (spec, array)
     _nodes: dict = field(default_factory=dict, compare=False, repr=False)
+    #: times already read, per named roofline and coordinates: (spec, (times, source))
+    _times: dict = field(default_factory=dict, compare=False, repr=False)
 
     def time_s(self, roofline, *coords, mode: str = "separable", memo: dict | None = None,
                pure_key=None):
@@ -158,7 +160,25 @@ class Curve:
         coordinates), and a function giving the source code per point
         (:func:`.grid.interpolate_time`). ``pure_key`` (hashable; its first item the hardware
         spec the roofline is of) names the roofline: its latencies at the table's nodes are
-        then computed once per curve, not once per call."""
+        then computed once per curve, not once per call, and the times at coordinates read
+        before are the ones read then (a plan's shapes share most GEMM shapes: 6 in 10 reads
+        repeat), for grids of at most :data:`_TIMES_MEMO_POINTS` points."""
+        ckey = _coords_key(coords) if pure_key is not None else None
+        if ckey is not None:
+            ckey = (id(pure_key[0]),) + tuple(pure_key[1:]) + (mode,) + ckey
+            hit = self._times.get(ckey)
+            if hit is not None and hit[0] is pure_key[0]:     # the same spec object
+                return hit[1]
+        out = self._time_s(roofline, coords, mode, memo, pure_key)
+        if ckey is not None:
+            if len(self._times) >= _TIMES_MEMO_CAP:
+                self._times.pop(next(iter(self._times)))      # the oldest
+            if isinstance(out[0], np.ndarray):
+                out[0].flags.writeable = False                # shared: never written
+            self._times[ckey] = (pure_key[0], out)
+        return out
+
+    def _time_s(self, roofline, coords, mode, memo, pure_key):
         nodes = None
         if pure_key is not None and mode == "separable" and len(self.grid.axes) == 1:
             key = (id(pure_key[0]),) + tuple(pure_key[1:])
@@ -179,6 +199,29 @@ class Curve:
         logs = [np.log(np.maximum(np.asarray(c, dtype=float), 1e-30)) for c in coords]
         vals, src = G.interpolate(self.grid, logs)
         return vals, np.minimum(src, self.group_source).astype(np.int8)
+
+
+#: Largest grid (points of the coordinates) whose times a curve keeps, and the most kept
+#: per curve (the oldest dropped beyond).
+_TIMES_MEMO_POINTS = 1 << 12
+_TIMES_MEMO_CAP = 512
+
+
+def _coords_key(coords) -> tuple | None:
+    """The coordinates as a hashable key (shape and bytes of each array), or None where one
+    is not a plain number or numpy array (a traced value) or the grid is large."""
+    key, points = [], 1
+    for c in coords:
+        if isinstance(c, np.ndarray):
+            if c.dtype != np.float64:
+                return None
+            points = max(points, c.size)
+            key.append((c.shape, c.tobytes()))
+        elif isinstance(c, (float, int)) and not isinstance(c, bool):
+            key.append(float(c))
+        else:
+            return None
+    return tuple(key) if points <= _TIMES_MEMO_POINTS else None
 
 
 _MISSING = object()

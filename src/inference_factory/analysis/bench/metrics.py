@@ -149,11 +149,26 @@ def run_metrics(st, conc: np.ndarray, prompts: np.ndarray, *, isl: int, osl: int
     return res
 
 
-def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl, range_ratio,
-               engine, engine_time, decode, prefill, precisions):
-    """The Dataset over ``concurrency`` with each variable's units and long name."""
-    import xarray as xr
+def _variable(xr, dim: str, value, attrs):
+    """``xr.Variable((dim,), value, attrs)``; a 1-D numpy array of a plain dtype (numbers,
+    flags, fixed-width text) is taken as it is (``fastpath``), as the engine's Datasets take
+    theirs (engine/dataset.py): xarray's conversion would check nothing more and, on its
+    first use in a process, imports dask.array where dask is installed (~0.3 s of a bench
+    answer)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind in "OMm" or arr.ndim != 1:
+        return xr.Variable((dim,), value, attrs)
+    return xr.Variable((dim,), arr, attrs, fastpath=True)
 
+
+def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl, range_ratio,
+               engine, engine_time, decode, prefill, precisions, as_frame: bool = False):
+    """The Dataset over ``concurrency`` with each variable's units and long name.
+
+    ``as_frame``: its tidy frame instead (``ds.to_dataframe().reset_index()``, the
+    Dataset's attributes in ``df.attrs``), built without the Dataset: pandas only, no
+    xarray (whose index coordinate imports dask, pint and sparse where installed: ~0.3 s of
+    the command line's answer)."""
     res = dict(res)
     res["num_gpus"] = np.full(len(conc), int(num_gpus))
     res["total_token_throughput_per_gpu"] = res["total_token_throughput"] / num_gpus
@@ -192,10 +207,20 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
                 data[f"{name}_{side}"] = ("concurrency", np.asarray(res[f"{name}_{side}"]),
                                           {**attrs, "long_name": f"{long}, {q}th percentile "
                                            "of the prediction band"})
-    return xr.Dataset(data, coords={"concurrency": ("concurrency", np.asarray(conc, dtype=np.int64),
-                                                    {"units": "requests", "long_name": "requests in flight"})},
-                      attrs={"model": model, "hardware": hardware, "deployment": deployment,
-                             "isl": isl, "osl": osl, "range_ratio": range_ratio,
-                             "engine": engine.name, "engine_description": engine.description,
-                             "engine_time": int(engine_time),
-                             **{k: str(v) for k, v in precisions.items()}})
+    coord = np.asarray(conc, dtype=np.int64)
+    attrs = {"model": model, "hardware": hardware, "deployment": deployment,
+             "isl": isl, "osl": osl, "range_ratio": range_ratio,
+             "engine": engine.name, "engine_description": engine.description,
+             "engine_time": int(engine_time), **{k: str(v) for k, v in precisions.items()}}
+    if as_frame:
+        import pandas as pd
+
+        df = pd.DataFrame({"concurrency": coord, **{k: t[1] for k, t in data.items()}})
+        df.attrs.update(attrs)
+        return df
+    import xarray as xr
+
+    data = {k: _variable(xr, *t) for k, t in data.items()}
+    conc_var = _variable(xr, "concurrency", coord,
+                         {"units": "requests", "long_name": "requests in flight"})
+    return xr.Dataset(data, coords={"concurrency": conc_var}, attrs=attrs)

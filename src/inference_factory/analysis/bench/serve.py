@@ -60,7 +60,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
           range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
           num_prompts: int | None = None, engine: str | ServingEngine | None = None,
           engine_time: bool = True, realism: Any = None, seed: int = 0,
-          uncertainty: Any = None):
+          uncertainty: Any = None, as_frame: bool = False):
     """Predict ``vllm bench serve`` on one deployment at each concurrency.
 
     Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
@@ -78,6 +78,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     ``vllm bench serve --save-result``'s keys and units (``median_ttft_ms``, ``output_throughput``,
     ...), plus ``num_gpus``, per-GPU throughputs, ``interactivity`` (1000 / median TPOT ms,
     InferenceX's definition), the binding resources and the state the loop settled on.
+    ``as_frame=True`` returns its tidy frame instead (``ds.to_dataframe().reset_index()``
+    with the attributes in ``df.attrs``), built without xarray (the command line's path).
     """
     from .metrics import DRAWS, run_metrics, to_dataset
 
@@ -170,7 +172,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     return to_dataset(metrics, st, conc, num_gpus=gpus, model=m.name, hardware=hw.name,
                       deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
                       engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
-                      precisions=axes)
+                      precisions=axes, as_frame=as_frame)
 
 
 def _whole(name: str, v: Any, lo: int = 1) -> int:

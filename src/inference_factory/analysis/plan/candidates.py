@@ -141,46 +141,76 @@ _LOOP_COLUMNS = ("loop_request_rate_per_s", "loop_in_service", "loop_ttft_s", "l
 
 def _closed_loop(sg: _ShapeGrid, dec: dict, shape, isl: int, osl: int,
                  serving_engine=None) -> dict[str, np.ndarray]:
-    """Each aggregated row (overlap, batch, depth) as ``bench``'s closed loop at its decode
-    batch (:func:`..closed_loop.loop_at_batch`, under the serving-engine profile
-    ``serving_engine``, default the file's default): prompts per pass gathered in the poll
-    window, from the shape's own pass times over the prefill-batch grid."""
+    """Each aggregated row (overlap, batch, depth) of one shape as ``bench``'s closed loop at
+    its decode batch (:func:`_closed_loops` of that shape alone)."""
+    return _closed_loops([(shape, sg)], [dec], isl, osl, serving_engine)[0]
+
+
+def _closed_loops(per_shape, decs, isl: int, osl: int,
+                  serving_engine=None) -> list[dict[str, np.ndarray]]:
+    """Each aggregated row (overlap, batch, depth) of every shape as ``bench``'s closed loop
+    at its decode batch (:func:`..closed_loop.loop_at_batch`, under the serving-engine
+    profile ``serving_engine``, default the file's default):
+    prompts per pass gathered in the poll window, from the shape's own pass times over the
+    prefill-batch grid. The rows of all shapes and overlaps are one array through the loop
+    (each row's arithmetic is its own: the shape's dp, pass budget and pass times per row),
+    so the loop's rounds run once per device and profile, not once per shape and overlap.
+    Returns the columns of :data:`_LOOP_COLUMNS` per shape, rows as in ``decs``."""
     from ...specs.engines import load_serving_engine
     from ..closed_loop import loop_at_batch
 
     eng = load_serving_engine(serving_engine)
-    dp = shape.get("dp", 1)
-    pb = sg.prefill_batch_size
-    k_max = float(min(max(1.0, np.floor(eng.pass_tokens_per_rank(dp) / isl)), pb.max()))
-    per = len(dec["overlap"]) // len(sg.overlaps)
-    out = {k: np.empty(len(dec["overlap"])) for k in _LOOP_COLUMNS}
-    for i, r in enumerate(sg.values):
-        rows = slice(i * per, (i + 1) * per)
-        nodes = _along(r["ttft_s"], pb.size)
-        b = dec["batch_size"][rows].astype(float)
-        tpot0 = dec["tpot_s"][rows].astype(float)
-        tau = dec["tokens_per_step"][rows].astype(float)
-        td = tpot0 * tau
-        n = dp * b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(2):     # the poll interval depends on the concurrency it implies
-                recv = eng.recv_interval(n, dp > 1)
-                # the engine profile's host times and policy, as bench applies them
-                host_d, host_p = eng.host_s_per_decode_step, eng.host_s_per_prefill_pass
-                lp = loop_at_batch(
-                    b, tpot0_s=(td + host_d) / tau, decode_step_s=td + host_d,
-                    pass_s_of=lambda k: np.interp(k, pb, nodes) + host_p,  # noqa: B023
-                    max_prompts=k_max, decode_tokens_per_request=max(osl - 1, 1),
-                    recv_interval_steps=recv,
-                    mixed_budget_tokens=eng.mixed_pass_tokens(dp),
-                    mean_prompt=float(isl))
-                n = np.where(np.isfinite(lp["in_service"]), dp * lp["in_service"], n)
-        out["loop_request_rate_per_s"][rows] = lp["request_rate_per_s"]
-        out["loop_in_service"][rows] = lp["in_service"]
-        out["loop_ttft_s"][rows] = lp["ttft_s"]
-        out["loop_tpot_s"][rows] = lp["tpot_s"]
-        out["loop_prompts_per_pass"][rows] = lp["prompts_per_pass"]
-    return out
+    host_d, host_p = eng.host_s_per_decode_step, eng.host_s_per_prefill_pass
+    cols: dict[str, list] = {k: [] for k in ("b", "tpot0", "tau", "dp", "k_max", "budget")}
+    groups, bounds, start = [], [], 0        # (rows, prefill batches, pass times) per overlap
+    for (shape, sg), dec in zip(per_shape, decs):
+        dp = shape.get("dp", 1)
+        pb = sg.prefill_batch_size
+        k_max = float(min(max(1.0, np.floor(eng.pass_tokens_per_rank(dp) / isl)), pb.max()))
+        n_rows = len(dec["overlap"])
+        per = n_rows // len(sg.overlaps)
+        bounds.append(slice(start, start + n_rows))
+        for i, r in enumerate(sg.values):
+            rows = slice(i * per, (i + 1) * per)
+            groups.append((slice(start + i * per, start + (i + 1) * per), pb,
+                           _along(r["ttft_s"], pb.size)))
+            cols["b"].append(dec["batch_size"][rows].astype(float))
+            cols["tpot0"].append(dec["tpot_s"][rows].astype(float))
+            cols["tau"].append(dec["tokens_per_step"][rows].astype(float))
+        start += n_rows
+        mixed = eng.mixed_pass_tokens(dp)     # None: prefill passes run on their own
+        for k, v in (("dp", float(dp)), ("k_max", k_max),
+                     ("budget", np.nan if mixed is None else mixed)):
+            cols[k].append(np.full(n_rows, v))
+    if start == 0:
+        return [{k: np.empty(0) for k in _LOOP_COLUMNS} for _ in decs]
+    b, tpot0, tau, dp, k_max, budget = (np.concatenate(cols[k]) for k in
+                                        ("b", "tpot0", "tau", "dp", "k_max", "budget"))
+    dp_attention = dp > 1
+
+    def pass_s_of(k):
+        t = np.empty(np.shape(k))
+        for rows, pb, nodes in groups:
+            t[rows] = np.interp(k[rows], pb, nodes)
+        return t + host_p
+
+    td = tpot0 * tau
+    n = dp * b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(2):     # the poll interval depends on the concurrency it implies
+            recv = np.where(dp_attention, eng.recv_interval(n, True), eng.recv_interval(n, False))
+            # the engine profile's host times and policy, as bench applies them
+            lp = loop_at_batch(
+                b, tpot0_s=(td + host_d) / tau, decode_step_s=td + host_d,
+                pass_s_of=pass_s_of, max_prompts=k_max,
+                decode_tokens_per_request=max(osl - 1, 1), recv_interval_steps=recv,
+                mixed_budget_tokens=None if np.all(np.isnan(budget)) else budget,
+                mean_prompt=float(isl))
+            n = np.where(np.isfinite(lp["in_service"]), dp * lp["in_service"], n)
+    out = {"loop_request_rate_per_s": lp["request_rate_per_s"],
+           "loop_in_service": lp["in_service"], "loop_ttft_s": lp["ttft_s"],
+           "loop_tpot_s": lp["tpot_s"], "loop_prompts_per_pass": lp["prompts_per_pass"]}
+    return [{k: np.asarray(v, dtype=float)[rows] for k, v in out.items()} for rows in bounds]
 
 
 def pack_pools(*, total_gpus, decode_instance_gpus, decode_requests_per_s_per_instance,
@@ -237,19 +267,24 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *
                   low_precision=prof["low_precision"],
                   **{k: v for k, v in prof.items()
                      if k.endswith("_precision") and k != "low_precision"})
-    frames = []
-    for (shape, sg), own in zip(per_shape, prefill):
+    decs = []
+    for shape, sg in per_shape:
         dec = _decode_frame(sg)
+        dec.update(_shape_cols(shape, len(dec["overlap"])))
+        decs.append(dec)
+    loops = (_closed_loops(per_shape, decs, isl, osl, serving_engine)
+             if "aggregated" in modes else None)
+    frames = []
+    for i, ((shape, sg), own, dec) in enumerate(zip(per_shape, prefill, decs)):
         n_rows = len(dec["overlap"])
-        dec.update(_shape_cols(shape, n_rows))
         n = shape.get("tp", 1) * shape.get("dp", 1)
         tags = lambda mode, pov: {"prefill_overlap": pov,  # noqa: E731
                                   "mode": np.full(n_rows, mode, dtype=object),
                                   **{k: np.full(n_rows, v, dtype=object if isinstance(v, str)
                                                 else None) for k, v in common.items()}}
-        if "aggregated" in modes:
+        if loops is not None:
             at = np.repeat(np.arange(len(sg.overlaps)), n_rows // len(sg.overlaps))
-            loop = _closed_loop(sg, dec, shape, isl, osl, serving_engine)
+            loop = loops[i]
             n_inst = gpus // n
             frames.append({**dec, **{k: v[at] for k, v in own.items() if k != "overlap"},
                            **tags("aggregated", dec["overlap"].copy()),
@@ -262,6 +297,8 @@ def _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes, *
             # the prefill pool: of every prefill instance (any shape, same precision profile)
             # that fits beside this decode instance, the one whose whole-instance packing in
             # the budget carries the most requests/s; ties: fewer GPUs, then the first listed
+            # (per shape: arrays of a shape's rows x the prefill instances stay in cache,
+            # which one array of every shape's rows does not)
             pg = prefill_all["prefill_gpus"].astype(float)
             p_ok = (prefill_all["prefill_fits"]
                     & np.isfinite(prefill_all["prefill_tokens_per_s_per_gpu"]) & (pg + n <= gpus))

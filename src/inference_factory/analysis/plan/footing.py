@@ -1,6 +1,6 @@
 """A plan's footing: how much of a recommendation's GPU time the engine read from measured
-kernel tables (``evaluate(..., detail="ops")``'s per-op sources), so a ranking across
-vendors shows what it stands on."""
+kernel tables (the engine's per-op sources, ``evaluate_arrays(..., detail="ops")``), so a
+ranking across vendors shows what it stands on."""
 
 from __future__ import annotations
 
@@ -47,14 +47,15 @@ def footing_label(measured_share: float, table_share: float) -> str:
 
 def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[str, float]:
     """The footing of one deployment (a plan row): the engine's per-op sources
-    (``evaluate(..., detail="ops")``) at its decode point and at its prefill point, each
+    (``evaluate_arrays(..., detail="ops")``, the arrays of ``evaluate(..., detail="ops")``
+    without building a Dataset) at its decode point and at its prefill point, each
     pass's share of op time per source weighted by the pass's GPU-seconds per request
     (``osl / D`` decode, ``isl / P`` prefill; P and D the row's tokens/s per GPU).
 
     Returns ``measured_share`` (measured + interpolated rows), ``table_share`` (with
     extrapolated rows), ``decode_measured_share``, ``prefill_measured_share`` and the
     ``footing`` label (:func:`footing_label`)."""
-    from ...engine import evaluate
+    from ...engine import evaluate_arrays
 
     opts = dict(engine_options or {})
     precs = {k: row[k] for k in ("weight_precision", "moe_precision", "kv_precision",
@@ -70,14 +71,13 @@ def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[s
         overlap = row.get(ov) or "none"
         if not (np.isfinite(r) and r > 0):
             continue
-        ds = evaluate(m, hw, detail="ops", **shape, **precs, overlap=str(overlap),
-                      batch_size=float(row["batch_size"]),
-                      draft_depth=float(row["draft_depth"]),
-                      prefill_batch_size=float(row["prefill_batch_size"])
-                      if np.isfinite(float(row.get("prefill_batch_size", np.nan))) else 1.0,
-                      **fixed, **opts)
-        shares[phase] = op_source_shares(ds[f"{phase}_op_time_s"].values,
-                                         ds[f"{phase}_op_source"].values)
+        ops = evaluate_arrays(m, hw, detail="ops", **shape, **precs, overlap=str(overlap),
+                              batch_size=float(row["batch_size"]),
+                              draft_depth=float(row["draft_depth"]),
+                              prefill_batch_size=float(row["prefill_batch_size"])
+                              if np.isfinite(float(row.get("prefill_batch_size", np.nan)))
+                              else 1.0, **fixed, **opts)
+        shares[phase] = op_source_shares(ops[f"{phase}_op_time_s"], ops[f"{phase}_op_source"])
         weights[phase] = tokens / r
     total = sum(weights.values())
     if not total:
