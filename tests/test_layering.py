@@ -155,7 +155,7 @@ def test_the_physics_does_not_know_it_is_traced(name):
     assert not said, f"engine/{name}.py says {sorted(said)}; ask engine/xp.py's array operations"
 
 
-PRICE_NAMES = {"Price", "Economics", "load_prices", "resolve_price",
+PRICE_NAMES = {"Price", "CostModel", "load_prices", "resolve_price",
                "INPUT_TOKENS_PER_OUTPUT_TOKEN"}
 
 

@@ -185,7 +185,7 @@ def test_simulate_states_and_applies_the_basis(tmp_path):
     r = CliRunner().invoke(cli, ["simulate", "-c", str(cfg), "--requests", "200", "--json"])
     assert r.exit_code == 0, r.output
     s = json.loads(r.output)["scenario"]
-    assert s["price_basis"] == "price basis owning-neocloud (IMAX_TCO, 2026-04)"
+    assert s["price_basis"] == "owning-neocloud (IMAX_TCO, 2026-04)"   # the one label (specs.prices)
     assert s["usd_per_gpu_hour"] == {"H200-SXM": pytest.approx(1.74, rel=1e-9)}
     # by hand: hardware cost = GPU-hours x the basis rate
     assert s["hardware_cost_usd_per_day"] == pytest.approx(24 * s["gpus_avg"] * 1.74, rel=1e-9)

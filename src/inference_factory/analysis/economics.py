@@ -10,23 +10,21 @@ cache-hit rate, hardware...). Prices are dated data (``configs/prices.toml``, ha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import SpecError
 from ..kernels import economics as kecon
 from ..specs import HardwareSpec, load_hardware
-from ..specs.prices import (
-    DEFAULT_POWER_BASIS,
-    INPUT_TOKENS_PER_OUTPUT_TOKEN,
-    Economics,
-    GpuHourPrice,
+from ..specs.prices import (  # noqa: F401 (CostModel, gpu_hour_price, price_basis_label and
+    INPUT_TOKENS_PER_OUTPUT_TOKEN,  # the input mix are re-exported: the analysis layer's names)
+    CostModel,
     allin_kw_per_gpu,
     check_power_basis,
+    gpu_hour_price,
     load_power_bases,
-    price_gpu_hour,
+    price_basis_label,
     resolve_price,
 )
 from ..units import SECONDS_PER_HOUR
@@ -34,43 +32,17 @@ from ..units import SECONDS_PER_HOUR
 if TYPE_CHECKING:
     import xarray as xr
 
-CostBasis = Literal["rental", "capex", "tco"]
-
-_E = Economics()
-#: GPU power by phase as fractions of TDP (``factory.config.Economics``: Splitwise H100 model)
-IDLE_FRAC_OF_TDP = _E.idle_frac_of_tdp
-PREFILL_FRAC_OF_TDP = _E.prefill_frac_of_tdp
-DECODE_FRAC_OF_TDP = _E.decode_frac_of_tdp
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """How one GPU-hour is charged. Defaults are labelled assumptions (docs/CONFIG.md).
-
-    ``price_basis`` prices every device of a run from one named table
-    (``configs/price_bases.toml``: ``rental-3yr``, ``owning-hyperscaler``, ``owning-neocloud``;
-    ``hardware-file``; a user's .toml/.csv; ``NAME,FALLBACK`` names a fallback, stated per
-    device). None: ``rental-3yr,hardware-file`` for rental, ``owning-hyperscaler`` for tco.
-    ``power_basis`` is what tokens/s per MW divides by: ``gpu-tdp-pue`` (the GPU's phase power
-    x PUE) or ``all-in-provisioned`` (InferenceX's provisioned kW per GPU)."""
-
-    cost_basis: CostBasis = "rental"
-    price_basis: str | None = None                  # default: see above
-    power_basis: str = DEFAULT_POWER_BASIS
-    rental_usd_per_gpu_hour: float | None = None    # default: the price basis's rate
-    capex_usd_per_gpu: float | None = None          # default: the hardware file's price
-    depreciation_years: float = _E.depreciation_years
-    residual_frac: float = _E.residual_frac
-    pue: float = _E.pue
-    usd_per_kwh: float = _E.usd_per_kwh
-    utilization: float = 1.0                        # busy share of the GPU-hour
+#: GPU power by phase as fractions of TDP where no cost model is at hand
+#: (:class:`CostModel`'s defaults: Splitwise H100 model)
+IDLE_FRAC_OF_TDP = CostModel.idle_frac_of_tdp
+DECODE_FRAC_OF_TDP = CostModel.decode_frac_of_tdp
 
 
 def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tuple[float, float]:
     """(hardware $/GPU-hour, energy $/GPU-hour) of one GPU of ``hw`` in ``phase``."""
-    frac = PREFILL_FRAC_OF_TDP if phase == "prefill" else DECODE_FRAC_OF_TDP
+    frac = cost.prefill_frac_of_tdp if phase == "prefill" else cost.decode_frac_of_tdp
     power_w = kecon.gpu_power_w(tdp_w=hw.tdp_w, busy_frac=cost.utilization,
-                                idle_frac_of_tdp=IDLE_FRAC_OF_TDP, busy_frac_of_tdp=frac)
+                                idle_frac_of_tdp=cost.idle_frac_of_tdp, busy_frac_of_tdp=frac)
     energy = float(kecon.energy_usd_per_hour(power_w=power_w, pue=cost.pue,
                                              usd_per_kwh=cost.usd_per_kwh))
     if cost.cost_basis in ("rental", "tco"):
@@ -86,47 +58,6 @@ def gpu_cost_usd_per_hour(hw: HardwareSpec, cost: CostModel, phase: str) -> tupl
                                                  residual_frac=cost.residual_frac))
         return dep, energy
     raise SpecError(f"cost_basis = {cost.cost_basis!r} is not one of ['capex', 'rental', 'tco']")
-
-
-def gpu_hour_price(hw: HardwareSpec, cost: CostModel) -> GpuHourPrice:
-    """The rental or TCO price of one GPU-hour of ``hw`` on the run's price basis, with where
-    it comes from (:func:`inference_factory.specs.prices.price_gpu_hour`)."""
-    if cost.price_basis is not None and cost.cost_basis == "capex":
-        raise SpecError(f"price_basis = {cost.price_basis!r} prices rental or TCO GPU-hours; "
-                        "cost_basis 'capex' charges depreciation and energy (drop one)")
-    return price_gpu_hour(hw, cost_basis=cost.cost_basis, price_basis=cost.price_basis,
-                          rental_usd_per_gpu_hour=cost.rental_usd_per_gpu_hour)
-
-
-def price_basis_label(cost: CostModel, hardware=()) -> str:
-    """One line for table headers and JSON: the run's price basis, its source and date, and
-    each device a fallback (or a user rate) priced, e.g. ``rental-3yr (IMAX_TCO, 2026-04);
-    H800-SXM 2 $/GPU-h from hardware-file (not in rental-3yr; 2025-02)``."""
-    from ..specs.prices import default_price_basis, load_price_bases
-
-    if cost.cost_basis == "capex":
-        src = ("capex_usd_per_gpu given" if cost.capex_usd_per_gpu else
-               "hardware files' [price] capex_usd_per_gpu")
-        return (f"capex ({src}, {cost.depreciation_years:g}-year straight line) + energy "
-                f"({cost.usd_per_kwh:g} $/kWh, PUE {cost.pue:g})")
-    if cost.cost_basis == "rental" and cost.rental_usd_per_gpu_hour:
-        return f"user rate {cost.rental_usd_per_gpu_hour:g} $/GPU-h (rental_usd_per_gpu_hour)"
-    spec = cost.price_basis or default_price_basis(cost.cost_basis)
-    first = spec.split(",")[0].strip()
-    bundled = load_price_bases()
-    head = bundled[first].label() if first in bundled else (
-        "hardware-file (each hardware file's own [price], its own source and date)"
-        if first == "hardware-file" else first)
-    notes = []
-    for hw in (_load(h) for h in hardware):
-        try:
-            g = gpu_hour_price(hw, cost)
-        except SpecError:
-            notes.append(f"{hw.name} unpriced (not in {spec})")
-            continue
-        if g.basis != first or first == "hardware-file":   # the file's own: say each date
-            notes.append(g.label())
-    return "; ".join([head, *notes])
 
 
 def power_basis_label(cost: CostModel) -> str:
@@ -172,8 +103,8 @@ def facility_power_w(hw: HardwareSpec, cost: CostModel, *, tdp_w=None, utilizati
     check_power_basis(cost.power_basis)
     u = cost.utilization if utilization is None else utilization
     gpu_w = kecon.gpu_power_w(tdp_w=hw.tdp_w if tdp_w is None else tdp_w, busy_frac=u,
-                              idle_frac_of_tdp=IDLE_FRAC_OF_TDP,
-                              busy_frac_of_tdp=DECODE_FRAC_OF_TDP)
+                              idle_frac_of_tdp=cost.idle_frac_of_tdp,
+                              busy_frac_of_tdp=cost.decode_frac_of_tdp)
     kw = allin_kw_per_gpu(hw)
     return kecon.facility_power_w_per_gpu(power_basis=cost.power_basis, gpu_power_w=gpu_w,
                                           pue=cost.pue if pue is None else pue,

@@ -285,7 +285,7 @@ def format_compare(result: dict) -> str:
              f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s; "
              f"fleet and money at {f['arrival_rate_per_s']:,.1f} requests/s "
              f"({f['arrival_rate_source']})",
-             f"GPU-hours: baseline {b.get('price_basis', '')}, factory "
+             f"GPU-hours: baseline price basis {b.get('price_basis', '')}, factory price basis "
              f"{f.get('price_basis', '')}; tokens per MW: power basis {f.get('power_basis', '')}",
              ""]
     w = max(len(label) for _, label, _ in HEADLINE)
@@ -325,7 +325,7 @@ def format_simulate(result: dict) -> str:
     s = result["scenario"]
     lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
              f"engine {s.get('engine', '')}",
-             f"GPU-hours: {s.get('price_basis', '')}; tokens per MW: power basis "
+             f"GPU-hours: price basis {s.get('price_basis', '')}; tokens per MW: power basis "
              f"{s.get('power_basis', '')}",
              f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "
              f"({s['arrival_rate_source']}); cache hit rate {s['cache_hit_rate_source']}"]

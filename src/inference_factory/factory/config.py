@@ -20,7 +20,7 @@ from ..errors import SpecError, warn
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.files import read_toml
-from ..specs.prices import Economics, Price, load_prices
+from ..specs.prices import CostModel, Price, load_prices
 from .trace import WorkloadClass, WorkloadSpec
 
 LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "expert_balancing",
@@ -91,6 +91,13 @@ def lever_precisions(m: ModelSpec, hw: HardwareSpec, levers: Levers) -> dict[str
                 dispatch_precision="bf16")
 
 
+#: The cost model of a factory config that states none (its ``[economics]`` table overrides
+#: each field; ``extends`` inherits them): capex depreciation plus energy, the purchase price
+#: from the decode hardware's file.
+FACTORY_COSTS = CostModel(cost_basis="capex", capex_usd_per_gpu=0.0, rental_usd_per_gpu_hour=0.0,
+                          price_basis="")
+
+
 @dataclass(frozen=True)
 class FactoryConfig:
     name: str
@@ -105,7 +112,7 @@ class FactoryConfig:
     ttft_slo_s: float
     tpot_slo_s: float
     target_utilization: float
-    economics: Economics
+    economics: CostModel
     path: str = ""
     baseline: "FactoryConfig | None" = field(default=None, compare=False)
     baseline_path: str = ""
@@ -297,15 +304,15 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                 base.target_utilization if base else 0.75)
 
     ec = doc.economics
-    be = base.economics if base else Economics()
+    be = base.economics if base else FACTORY_COSTS
     hw = load_hardware(decode.hardware)
     # a rate the base took from its price basis is re-read for this config's hardware and
     # basis; a rate a file states is inherited (prices.price_gpu_hour: one basis per run)
-    from_basis = be.price_basis_label.startswith("price basis") or bool(ec and ec.price_basis)
+    from_basis = be.rate_from_basis or bool(ec and ec.price_basis)
     inherited_econ = dataclasses.replace(
         be, capex_usd_per_gpu=be.capex_usd_per_gpu or hw.price.get("capex_usd_per_gpu", 0.0),
         rental_usd_per_gpu_hour=0.0 if from_basis else be.rental_usd_per_gpu_hour)
-    econ = Economics(**{k: _set(getattr(ec, k, None), v)
+    econ = CostModel(**{k: _set(getattr(ec, k, None), v)
                         for k, v in dataclasses.asdict(inherited_econ).items()})
     econ = _price_basis(p, econ, hw)
     if econ.cost_basis == "capex" and econ.capex_usd_per_gpu <= 0:
@@ -338,27 +345,23 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     return cfg
 
 
-def _price_basis(p, econ: Economics, hw) -> Economics:
-    """``econ`` with its rental rate read from its price basis when the file gives none, and
-    ``price_basis_label`` saying what priced the GPU-hour (every output states it)."""
-    from ..specs.prices import check_power_basis, price_gpu_hour
+def _price_basis(p, econ: CostModel, hw) -> CostModel:
+    """``econ`` with its rental rate read once from its price basis when the file gives none,
+    and ``price_basis_label`` saying what priced the GPU-hour
+    (:func:`~inference_factory.specs.prices.price_basis_label`, the one label every costed
+    output states)."""
+    from ..specs.prices import check_power_basis, gpu_hour_price, price_basis_label
 
     try:
         check_power_basis(econ.power_basis)
-        if econ.cost_basis != "rental":
-            return dataclasses.replace(econ, price_basis_label=(
-                f"capex {econ.capex_usd_per_gpu:g} USD/GPU over {econ.depreciation_years:g} "
-                f"years + energy ({econ.usd_per_kwh:g} $/kWh, PUE {econ.pue:g})"))
-        if econ.rental_usd_per_gpu_hour > 0:
-            return dataclasses.replace(econ, price_basis_label=(
-                f"user rate {econ.rental_usd_per_gpu_hour:g} $/GPU-h "
-                "(economics.rental_usd_per_gpu_hour)"))
-        g = price_gpu_hour(hw, cost_basis="rental", price_basis=econ.price_basis or None)
+        label = price_basis_label(econ, [hw])
+        if econ.cost_basis != "rental" or econ.rental_usd_per_gpu_hour:
+            return dataclasses.replace(econ, price_basis_label=label, rate_from_basis=False)
+        g = gpu_hour_price(hw, econ)
     except SpecError as exc:
         raise SpecError(f"{p}: economics: {exc}") from None
     return dataclasses.replace(econ, rental_usd_per_gpu_hour=g.usd_per_gpu_hour,
-                               price_basis_label=f"price basis {g.basis} ({g.tag}, {g.date}"
-                                                 f"{'; ' + g.fallback if g.fallback else ''})")
+                               price_basis_label=label, rate_from_basis=True)
 
 
 def with_engine(cfg: FactoryConfig, engine=None, where: str = "--engine") -> FactoryConfig:

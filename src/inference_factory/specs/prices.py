@@ -1,6 +1,6 @@
 """Prices and cost assumptions: API prices per million tokens (``configs/prices.toml``, each
-row dated and sourced) and the charging of GPU time (:class:`Economics`: capex or rental,
-power by phase, PUE, electricity). Specs, not physics: the analysis layer and the factory read
+row dated and sourced) and the charging of GPU time (:class:`CostModel`: rental, TCO or
+capex, power by phase, PUE, electricity; :func:`price_basis_label` says what priced it). Specs, not physics: the analysis layer and the factory read
 them from here."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SpecError
+from .catalog import load_hardware
 from .files import read_toml, data_dir
 
 #: Token mix of DeepSeek's published production day, input per output token:
@@ -18,27 +19,42 @@ INPUT_TOKENS_PER_OUTPUT_TOKEN = 608.0 / 168.0
 
 
 @dataclass(frozen=True)
-class Economics:
-    """Charging of GPU time. The defaults are the project's one copy of these assumptions
-    (``economics.CostModel`` reuses them)."""
+class CostModel:
+    """How one GPU-hour is charged: the project's one cost model (``add_economics``, plan and
+    the questions; the factory's ``simulate`` and ``compare``). Defaults are labelled
+    assumptions (docs/CONFIG.md).
 
-    cost_basis: str = "capex"            # "capex" (depreciation) or "rental"
-    capex_usd_per_gpu: float = 0.0
+    ``cost_basis``: ``rental`` (an all-in rate per GPU-hour), ``tco`` (an owning cost per
+    GPU-hour) or ``capex`` (straight-line depreciation of the purchase price plus energy).
+    ``price_basis`` prices every device of a run from one named table
+    (``configs/price_bases.toml``: ``rental-3yr``, ``owning-hyperscaler``, ``owning-neocloud``;
+    ``hardware-file``; a user's .toml/.csv; ``NAME,FALLBACK`` names a fallback, stated per
+    device); unset: ``rental-3yr,hardware-file`` for rental, ``owning-hyperscaler`` for tco.
+    A rate or price left unset (None or 0) comes from the basis or the hardware file.
+    ``power_basis`` is what tokens/s per MW divides by: ``gpu-tdp-pue`` (the GPU's phase power
+    x PUE) or ``all-in-provisioned`` (InferenceX's provisioned kW per GPU)."""
+
+    cost_basis: str = "rental"
+    price_basis: str | None = None
+    power_basis: str = "gpu-tdp-pue"
+    rental_usd_per_gpu_hour: float | None = None    # unset: the price basis's rate
+    capex_usd_per_gpu: float | None = None          # unset: the hardware file's price
     depreciation_years: float = 4.0      # ASSUMPTION
     residual_frac: float = 0.0
-    rental_usd_per_gpu_hour: float = 0.0
-    # price basis of the rental when rental_usd_per_gpu_hour is unset ("" = the default,
-    # rental-3yr with the hardware-file fallback); the factory config resolves it once
-    price_basis: str = ""
-    price_basis_label: str = ""          # set by the loader: what priced the GPU-hour
-    power_basis: str = "gpu-tdp-pue"     # tokens/s per MW: gpu-tdp-pue or all-in-provisioned
     pue: float = 1.3                     # low end of 30-50% facility overhead (serving_facts.md)
     usd_per_kwh: float = 0.08            # ASSUMPTION: not in the sources
+    utilization: float = 1.0             # busy share of the GPU-hour
     # GPU power by phase as fractions of TDP: Splitwise H100 model, idle 75 W, prefill 700 W,
     # decode 380 W of 700 W (serving_facts.md); applied to every device as an assumption
     idle_frac_of_tdp: float = 75.0 / 700.0
     prefill_frac_of_tdp: float = 1.0
     decode_frac_of_tdp: float = 380.0 / 700.0
+    #: what priced the GPU-hour (:func:`price_basis_label`), set where a run resolves its
+    #: rate once (the factory's configs); "" elsewhere, where it is computed per device list
+    price_basis_label: str = ""
+    #: the rental rate above was read from the price basis when the run was resolved (a
+    #: config that extends this one re-reads it for its own hardware and basis)
+    rate_from_basis: bool = False
 
 
 @dataclass(frozen=True)
@@ -367,3 +383,45 @@ def check_power_basis(name: str) -> str:
     if name not in POWER_BASES:
         raise SpecError(f"power_basis = {name!r} is not one of {list(POWER_BASES)}")
     return name
+
+
+def gpu_hour_price(hw, cost: CostModel) -> GpuHourPrice:
+    """The rental or TCO price of one GPU-hour of ``hw`` on the run's price basis, with where
+    it comes from (:func:`price_gpu_hour`)."""
+    if cost.price_basis and cost.cost_basis == "capex":
+        raise SpecError(f"price_basis = {cost.price_basis!r} prices rental or TCO GPU-hours; "
+                        "cost_basis 'capex' charges depreciation and energy (drop one)")
+    return price_gpu_hour(hw, cost_basis=cost.cost_basis, price_basis=cost.price_basis or None,
+                          rental_usd_per_gpu_hour=cost.rental_usd_per_gpu_hour)
+
+
+def price_basis_label(cost: CostModel, hardware=()) -> str:
+    """What priced the GPU-hour, in one line for table headers and JSON (every costed output
+    states it; headers write ``price basis <label>``): the run's price basis, its source and
+    date, and each device of ``hardware`` a fallback priced, e.g. ``rental-3yr (IMAX_TCO,
+    2026-04); H800-SXM 2 $/GPU-h from hardware-file (not in rental-3yr; 2025-02)``; a user
+    rate; or the capex and energy terms."""
+    if cost.cost_basis == "capex":
+        src = (f"{cost.capex_usd_per_gpu:g} USD/GPU" if cost.capex_usd_per_gpu else
+               "the hardware files' [price] capex_usd_per_gpu")
+        return (f"capex {src} over {cost.depreciation_years:g} years + energy "
+                f"({cost.usd_per_kwh:g} $/kWh, PUE {cost.pue:g})")
+    if cost.cost_basis == "rental" and cost.rental_usd_per_gpu_hour:
+        return f"user rate {cost.rental_usd_per_gpu_hour:g} $/GPU-h (rental_usd_per_gpu_hour)"
+    spec = cost.price_basis or default_price_basis(cost.cost_basis)
+    first = spec.split(",")[0].strip()
+    bundled = load_price_bases()
+    head = bundled[first].label() if first in bundled else (
+        "hardware-file (each hardware file's own [price], its own source and date)"
+        if first == HARDWARE_FILE_BASIS else first)
+    notes = []
+    for hw in (h if not isinstance(h, str) else load_hardware(h) for h in hardware):
+        try:
+            g = gpu_hour_price(hw, cost)
+        except SpecError:
+            notes.append(f"{hw.name} unpriced (not in {spec})")
+            continue
+        if g.basis != first or first == HARDWARE_FILE_BASIS:   # the file's own: each date
+            notes.append(g.label())
+    return "; ".join([head, *notes])
+
