@@ -218,17 +218,17 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
     return got
 
 
-def _quantiles(x: np.ndarray, point: float, name: str, quantiles) -> tuple[float, float]:
-    """(low, high) of the draws of one figure, holding the point; a draw that cannot be
-    sustained (NaN) counts as the worst outcome."""
-    from ...engine import band
+def _quantiles(x: np.ndarray, point: float, name: str, quantiles,
+               widen_ln: float) -> tuple[float, float]:
+    """(low, high) of the draws of one figure, holding the point, widened by ``widen_ln``; a
+    draw that cannot be sustained (NaN) counts as the worst outcome (then the quantiles are
+    the nearest draws: an interpolation with an infinite draw has no value)."""
+    from ...engine import widened_band
 
     x = np.where(np.isnan(x), 0.0 if name in _LARGER_BETTER else np.inf, x)
-    if np.all(np.isfinite(x)):
-        lo, hi = band(x, point, quantiles)
-        return float(lo), float(hi)
-    lo, hi = np.quantile(x, [quantiles[0], quantiles[2]], method="nearest")
-    return float(min(lo, point)), float(max(hi, point))
+    method = "linear" if np.all(np.isfinite(x)) else "nearest"
+    lo, hi = widened_band(x, point, quantiles, widen_ln, method)
+    return float(lo), float(hi)
 
 
 def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, ttft_s, tpot_s,
@@ -237,7 +237,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
     """The recommendations with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED`
     figure (NaN where a device has no recommendation), ``band_structure_ln`` (the
     model-structure widening of the device, ln) and ``meets_slo_share``."""
-    from ...engine import resolve_uncertainty as resolve, structure_ln, widen
+    from ...engine import resolve_uncertainty as resolve, structure_ln
 
     u = resolve(uncertainty)
     cols: dict[str, list] = {f"{k}_{s}": [] for k in BANDED for s in ("low", "high")}
@@ -258,9 +258,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
                                    engine_kw=engine_kw, free_acceptance=free_acceptance,
                                    realism=realism)
         for k in BANDED:
-            lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles)
-            if w:
-                lo, hi = widen(lo, hi, w)
+            lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles, w)
             cols[f"{k}_low"].append(float(lo))
             cols[f"{k}_high"].append(float(hi))
         met = np.ones(len(got), bool)
