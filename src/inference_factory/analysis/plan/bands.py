@@ -50,15 +50,14 @@ _PRECISIONS = ("weight_precision", "moe_precision", "kv_precision", "attention_p
                "dispatch_precision", "combine_precision")
 
 
-def _engine(acceptance_by_position, decay: float):
+def _engine(acceptance_by_position):
     """The engine as :func:`~inference_factory.engine.uncertainty.sample_arrays` calls it.
 
     With a per-position acceptance (an MTP draft), the drawn ``acceptance_rate`` is read as
     the first position's ``a_1`` and the decode figures scale with the expected tokens per
     step at that ``a_1`` (see the module docstring); elsewhere the engine as it is."""
-    from ...engine import decode_outputs, evaluate_arrays
-    from ...kernels.speculative import (acceptance_by_position as by_position,
-                                       expected_tokens_per_step_sequence)
+    from ...engine import decode_outputs, evaluate_arrays, mtp_acceptance_by_position
+    from ...kernels.speculative import expected_tokens_per_step_sequence
 
     if acceptance_by_position is None:
         return evaluate_arrays
@@ -71,8 +70,8 @@ def _engine(acceptance_by_position, decay: float):
             return res
         a1 = np.asarray(acceptance_rate, dtype=float)
         e = np.array([expected_tokens_per_step_sequence(
-            draft_depth=float(draft_depth), acceptance_by_position=by_position(
-                first_position_acceptance=a, decay_per_position=decay, depth=depth))
+            draft_depth=float(draft_depth),
+            acceptance_by_position=mtp_acceptance_by_position(a, depth))
             for a in a1.ravel()]).reshape(a1.shape)
         return decode_outputs(res, tokens_per_step=e)
 
@@ -83,13 +82,12 @@ def _sample(m, hw, u, rl, engine_kw, free_acceptance: bool, n: int, *, shape, pr
             **axes) -> dict[str, np.ndarray]:
     """Draws (axis 0) of the engine outputs the band needs at one operating point."""
     from ...engine import sample_arrays
-    from ...specs.realism import load_realism
 
     opts = dict(engine_kw)
     acc_pos = opts.pop("acceptance_by_position", None)
     if acc_pos is not None and not free_acceptance:
         opts["acceptance_rate"] = float(acc_pos[0])      # pinned: the user's a_1
-    ev = _engine(acc_pos, load_realism().acceptance_decay_per_position)
+    ev = _engine(acc_pos)
     draws, _ = sample_arrays(ev, m, hw, u, realism=rl, n=n, **shape, **precs, overlap=overlap,
                              **axes, **opts, variables=list(_ENGINE_VARS))
     return draws
