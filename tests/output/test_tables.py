@@ -33,3 +33,10 @@ def test_table_formats_agree_and_show_units():
     js = json.loads(render(df, "json"))
     assert js["rows"][0]["tpot_s"] == 0.0123
 
+
+
+def test_value_band_is_the_one_band_text():
+    from inference_factory.output.tables import value_band
+
+    assert value_band(52.31, 48.0, 57.5) == "52.31 [48-57.5]"
+    assert value_band(1.5, 1.0, 2.0, lambda x: f"{x:.1f} ms") == "1.5 ms [1.0 ms-2.0 ms]"

@@ -154,12 +154,12 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
 def _with_bands(df, columns):
     """The shown columns, each with a band as ``value [low-high]`` (text) where the result
     carries ``<name>_low`` / ``<name>_high``."""
-    from ..output.tables import format_number as f
+    from ..output.tables import value_band
 
     out = df[columns].copy()
     for c in columns:
         if f"{c}_low" in df and f"{c}_high" in df:
-            out[c] = [f"{f(v)} [{f(lo)}-{f(hi)}]" for v, lo, hi in
+            out[c] = [value_band(v, lo, hi) for v, lo, hi in
                       zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
     return out
 

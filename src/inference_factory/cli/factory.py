@@ -116,7 +116,7 @@ def _band_lines(metrics: dict) -> str:
     import math
 
     from ..factory.bands import SIMULATE_BANDED
-    from ..output.tables import format_number as f
+    from ..output.tables import value_band
 
     w = metrics.get("band_structure_ln", 0.0)
     lines = [f"80% band ({metrics.get('band_draws')} draws of the component uncertainty, "
@@ -124,8 +124,9 @@ def _band_lines(metrics: dict) -> str:
     for k in SIMULATE_BANDED:
         scale, unit = (1e3, " ms") if k.endswith("_s") else (1.0, "")
         name = k[:-2] if k.endswith("_s") else k
-        lines.append(f"  {name:<30} {f(metrics[k] * scale)} [{f(metrics[k + '_low'] * scale)}"
-                     f"-{f(metrics[k + '_high'] * scale)}]{unit}")
+        band = value_band(metrics[k] * scale, metrics[k + "_low"] * scale,
+                          metrics[k + "_high"] * scale)
+        lines.append(f"  {name:<30} {band}{unit}")
     return "\n" + "\n".join(lines)
 
 

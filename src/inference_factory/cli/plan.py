@@ -278,7 +278,7 @@ def _band_note(recs) -> str:
 def _cell(r, c):
     """A recommendation's value, as ``value [low-high]`` text where it carries a band (TTFT
     and TPOT in ms, as the table shows them)."""
-    from ..output.tables import format_number as f
+    from ..output.tables import value_band
 
     v = r[c]
     lo, hi = r.get(f"{c}_low"), r.get(f"{c}_high")
@@ -286,7 +286,7 @@ def _cell(r, c):
             and math.isfinite(v)):
         return v
     k = 1e3 if c in ("ttft_s", "tpot_s") else 1.0
-    return f"{f(v * k)} [{f(lo * k)}-{f(hi * k)}]"
+    return value_band(v * k, lo * k, hi * k)
 
 
 def _transpose(df, recs=None):

@@ -124,9 +124,14 @@ _BAND_ROWS = (("decode tok/s per GPU", "decode_tokens_per_s_per_gpu", "num"),
 
 def _band_text(v: dict[str, Any]) -> str:
     """The band section of the one-point report: ``value [low-high]``."""
-    def f(x, kind):
-        return f"{x * 1e3:.3f} ms" if kind == "ms" else f"{x:,.1f}"
-    rows = [(label, f"{f(v[k], kind)} [{f(v[k + '_low'], kind)}-{f(v[k + '_high'], kind)}]")
+    from ..output.tables import value_band
+
+    def ms(x):
+        return f"{x * 1e3:.3f} ms"
+
+    def num(x):
+        return f"{x:,.1f}"
+    rows = [(label, value_band(v[k], v[k + "_low"], v[k + "_high"], ms if kind == "ms" else num))
             for label, k, kind in _BAND_ROWS if k + "_low" in v]
     w = v.get("band_structure_ln", 0.0)
     head = ["", f"80% band (components; model-structure term x{math.exp(w):.3f} each side "

@@ -8,7 +8,7 @@ import os
 import click
 
 from ..output.files import check_target, json_text, write_text_atomic
-from ..output.tables import format_number
+from ..output.tables import format_number, value_band
 from ..errors import SpecError
 from .text import _table
 
@@ -25,9 +25,9 @@ def _validation_json(results, summary) -> str:
 def _validation_text(results, summary) -> str:
 
     banded = "predicted_low" in results
-    rows = [(r.case_id, r.phase, r.hardware, r.metric, format_number(r.predicted)
-             + (f" [{format_number(r.predicted_low)}-{format_number(r.predicted_high)}]"
-                if banded else ""),
+    rows = [(r.case_id, r.phase, r.hardware, r.metric,
+             value_band(r.predicted, r.predicted_low, r.predicted_high) if banded
+             else format_number(r.predicted),
              format_number(r.published),
              f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") + (("yes" if r.inside else "no",)
                                                            if banded else ())

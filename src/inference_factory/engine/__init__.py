@@ -33,8 +33,10 @@ _LAZY = {"RESOURCES": ".block", "evaluate": ".evaluate", "evaluate_arrays": ".ar
          "validate_struct": ".geometry", "compute_precision": ".geometry",
          "tables_for": ".measured",
          "sample_arrays": ".uncertainty", "band": ".uncertainty", "widen": ".uncertainty",
+         "widened_band": ".uncertainty",
          "structure_ln": ".uncertainty", "resolve_uncertainty": (".uncertainty", "resolve"),
-         "with_mtp_acceptance": ".decode", "decode_outputs": ".decode",
+         "with_mtp_acceptance": ".decode",
+         "mtp_acceptance_by_position": ".decode", "decode_outputs": ".decode",
          "architecture": ".layer_mix", "load_model": ".layer_mix"}
 
 __all__ = ["NUMERIC_AXES", "STRUCT_AXES", "CacheTier", "Overlap", *_LAZY]

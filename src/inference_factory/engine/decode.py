@@ -1,6 +1,8 @@
 """A speculative draft's engine options and the engine's decode outputs re-read, for the
 callers above the engine (``plan``, ``bench``, their bands, ``validate``).
 
+* :func:`mtp_acceptance_by_position`: an MTP draft's acceptance per position from its first
+  position's, ``a_i = a_1 decay^(i-1)``, the decay from ``configs/realism.toml``.
 * :func:`with_mtp_acceptance`: the engine options of an MTP draft whose acceptance falls with
   its position, ``a_i = a_1 decay^(i-1)``, as ``simulate``, ``plan`` and ``bench`` run it.
 * :func:`decode_outputs`: the decode outputs (``tokens_per_step``,
@@ -19,7 +21,19 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["with_mtp_acceptance", "decode_outputs"]
+__all__ = ["mtp_acceptance_by_position", "with_mtp_acceptance", "decode_outputs"]
+
+
+def mtp_acceptance_by_position(first_position_acceptance: float, depth: int) -> np.ndarray:
+    """An MTP draft's acceptance per position 1..``depth``, ``a_i = a_1 * decay^(i-1)``
+    (:func:`inference_factory.kernels.speculative.acceptance_by_position`), the decay of
+    ``configs/realism.toml`` ``[speculative]``: the one place the library reads it so."""
+    from ..kernels.speculative import acceptance_by_position
+    from ..specs.realism import load_realism
+
+    return acceptance_by_position(
+        first_position_acceptance=first_position_acceptance,
+        decay_per_position=load_realism().acceptance_decay_per_position, depth=depth)
 
 
 def with_mtp_acceptance(m, kwargs: Mapping[str, Any], draft_depth) -> dict[str, Any]:
@@ -29,17 +43,13 @@ def with_mtp_acceptance(m, kwargs: Mapping[str, Any], draft_depth) -> dict[str, 
     head), ``a_1`` the given ``acceptance_rate`` (else the engine's default). A separate draft
     model keeps a constant acceptance (the decay is measured for MTP heads only)."""
     from ..axes import NUMERIC_AXES
-    from ..kernels.speculative import acceptance_by_position
-    from ..specs.realism import load_realism
 
     out = dict(kwargs)
     deepest = int(max(draft_depth)) if len(draft_depth) else 0
     if deepest < 1 or out.get("draft_model") or not m.n_mtp_modules:
         return out
     a1 = float(out.pop("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
-    out["acceptance_by_position"] = [float(a) for a in acceptance_by_position(
-        first_position_acceptance=a1,
-        decay_per_position=load_realism().acceptance_decay_per_position, depth=deepest)]
+    out["acceptance_by_position"] = [float(a) for a in mtp_acceptance_by_position(a1, deepest)]
     return out
 
 

@@ -225,11 +225,21 @@ def widen(low, high, widen_ln: float):
     return np.asarray(low) / f, np.asarray(high) * f
 
 
-def band(draws: np.ndarray, point, quantiles) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) quantiles over axis 0, widened to hold the point."""
-    lo, hi = np.quantile(draws, [quantiles[0], quantiles[2]], axis=0)
+def band(draws: np.ndarray, point, quantiles, method: str = "linear"
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) quantiles over axis 0 (``np.quantile``'s ``method``), widened to hold
+    the point."""
+    lo, hi = np.quantile(draws, [quantiles[0], quantiles[2]], axis=0, method=method)
     p = np.asarray(point, dtype=float)
     return np.fmin(lo, p), np.fmax(hi, p)
+
+
+def widened_band(draws: np.ndarray, point, quantiles, widen_ln: float = 0.0,
+                 method: str = "linear") -> tuple[np.ndarray, np.ndarray]:
+    """The tail of every prediction band: :func:`band` of the draws (holding the point),
+    then :func:`widen` by the model-structure term where ``widen_ln`` is non-zero."""
+    lo, hi = band(draws, point, quantiles, method)
+    return widen(lo, hi, widen_ln) if widen_ln else (lo, hi)
 
 
 def sample_arrays(evaluate_arrays, model, hardware, u: Uncertainty, *, realism: Realism,
@@ -289,9 +299,7 @@ def bands_arrays(evaluate_arrays, model, hardware, uncertainty, *, realism: Real
     w = 0.0 if uncertainty == "components" else structure_ln(u, load_hardware(hardware))
     out = dict(point)
     for k, d in draws.items():
-        lo, hi = band(d, point[k], u.quantiles)
-        if w and widened_variable(k):
-            lo, hi = widen(lo, hi, w)
+        lo, hi = widened_band(d, point[k], u.quantiles, w if widened_variable(k) else 0.0)
         out[f"{k}_low"], out[f"{k}_high"] = lo, hi
     out["band_structure_ln"] = np.asarray(w)
     return out

@@ -27,8 +27,8 @@ def simulate_bands(cfg, metrics: dict, uncertainty, *, trace=None, n: int | None
     are the config's and are not drawn. Then widened by the decode device's
     model-structure term unless ``uncertainty="components"``. The point is not moved."""
     from ..engine import resolve_realism
-    from ..engine.uncertainty import (OpFactors, band, perturbed, resolve, strata,
-                                      structure_ln, widen)
+    from ..engine.uncertainty import (OpFactors, perturbed, resolve, strata, structure_ln,
+                                      widened_band)
     from .simulate import config_trace, simulate
     from ..specs import load_hardware
 
@@ -50,9 +50,7 @@ def simulate_bands(cfg, metrics: dict, uncertainty, *, trace=None, n: int | None
         cfg.decode.hardware))
     out = dict(metrics)
     for k in SIMULATE_BANDED:
-        lo, hi = band(got[k], float(metrics[k]), u.quantiles)
-        if w:
-            lo, hi = widen(lo, hi, w)
+        lo, hi = widened_band(got[k], float(metrics[k]), u.quantiles, w)
         out[f"{k}_low"], out[f"{k}_high"] = float(lo), float(hi)
     out["band_structure_ln"] = w
     out["band_draws"] = n

@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from ..errors import SpecError
+from ..kernels import moe as kmoe
 from .workload import Trace
 
 __all__ = ["TIERS", "CacheResult", "simulate_prefix_cache",
@@ -391,8 +392,7 @@ def zipf_popularity(n_items: int, alpha: float) -> np.ndarray:
         raise SpecError(f"n_items = {n_items!r} must be an integer >= 1")
     if not (np.isfinite(alpha) and alpha >= 0):
         raise SpecError(f"alpha = {alpha!r} must be a finite number >= 0")
-    w = np.arange(1, n_items + 1, dtype=np.float64) ** -float(alpha)
-    return w / w.sum()
+    return kmoe.zipf_popularity(n_experts=n_items, skew=alpha)
 
 
 def popularity_trace(n_requests: int, n_items: int, alpha: float, *, item_tokens=1024,

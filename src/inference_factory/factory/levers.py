@@ -13,7 +13,7 @@ from typing import Any, Literal, Mapping
 import numpy as np
 import pandas as pd
 
-from ..engine import evaluate
+from ..engine import evaluate, mtp_acceptance_by_position
 from ..errors import SpecError
 from ..kernels import speculative as kspec
 from ..specs.realism import load_realism
@@ -83,11 +83,9 @@ def light_load_speedup(side: SideResult) -> dict:
 def acceptance_table(trace_names, first_position_acceptance, depth: int) -> list[dict]:
     """Per class: acceptance per draft position and expected tokens per verify step at each
     depth, with the decay of ``configs/realism.toml`` [speculative]."""
-    decay = load_realism().acceptance_decay_per_position
     rows = []
     for name, a1 in zip(trace_names, first_position_acceptance):
-        acc = kspec.acceptance_by_position(first_position_acceptance=a1, decay_per_position=decay,
-                                           depth=depth)
+        acc = mtp_acceptance_by_position(a1, depth)
         e = kspec.expected_tokens_per_step_sequence(draft_depth=np.arange(depth + 1),
                                                     acceptance_by_position=acc)
         rows.append({"class": name, "acceptance_by_position": [float(x) for x in acc],

@@ -10,12 +10,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ..engine import evaluate
+from ..engine import evaluate, mtp_acceptance_by_position
 from ..kernels import roofline as kroof
-from ..kernels import speculative as kspec
 from ..kernels.serving import static_fill_time_s
 from ..specs import ModelSpec
-from ..specs.realism import load_realism
 from .config import FactoryConfig, Levers, PoolConfig
 from .workload import Trace
 
@@ -92,16 +90,14 @@ def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, 
     max_b = pool.max_batch_per_gpu * pool.tp
     grid = _batch_grid(max_b)
     depths = list(range(pool.max_draft_depth + 1)) if (spec_on and m.n_mtp_modules) else [0]
-    decay = load_realism().acceptance_decay_per_position
     step = np.empty((n_cls, len(depths), grid.size))
     toks = np.empty((n_cls, len(depths)))
     draft = np.empty((n_cls, len(depths), grid.size))
     fits = binding = eff = None
     dims = ("draft_depth", "batch_size")
     for c in range(n_cls):
-        acc = kspec.acceptance_by_position(
-            first_position_acceptance=float(trace.acceptance_rate[c]),
-            decay_per_position=decay, depth=max(max(depths), 1))
+        acc = mtp_acceptance_by_position(float(trace.acceptance_rate[c]),
+                                         max(max(depths), 1))
         ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
                       batch_size=list(grid), kv_len=kv_len, draft_depth=depths,
                       acceptance_by_position=list(acc), expert_popularity=popularity)

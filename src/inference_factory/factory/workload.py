@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from ..kernels.moe import zipf_popularity
 from ..units import SECONDS_PER_DAY
 from .trace import Trace, WorkloadClass, WorkloadSpec  # noqa: F401
 from .trace_io import MOONCAKE_BLOCK_TOKENS, example_trace_path, load_trace  # noqa: F401
@@ -100,11 +101,6 @@ def _conversations(rng: np.random.Generator, c: WorkloadClass, n_target: int):
     return np.concatenate(parts_k), np.concatenate(parts_u), np.concatenate(parts_o)
 
 
-def _zipf_probabilities(n: int, exponent: float) -> np.ndarray:
-    w = np.arange(1, n + 1, dtype=np.float64) ** -exponent
-    return w / w.sum()
-
-
 def _diurnal_poisson_times(rng: np.random.Generator, n: int, rate0_per_s: float,
                            amplitude: float) -> np.ndarray:
     """First ``n`` events of a Poisson process of rate r0 (1 - A cos(2 pi t / day)), by thinning."""
@@ -153,7 +149,7 @@ def generate_trace(spec: WorkloadSpec) -> Trace:
             continue
         k, u, o = _conversations(rng, c, int(n_per_class[ci]))
         if sys_base[ci] >= 0:
-            p = _zipf_probabilities(c.n_system_prompts, c.system_prompt_zipf)
+            p = zipf_popularity(n_experts=c.n_system_prompts, skew=c.system_prompt_zipf)
             s = sys_base[ci] + rng.choice(c.n_system_prompts, size=k.shape[0], p=p)
         else:
             s = np.full(k.shape[0], -1, np.int64)

@@ -63,6 +63,8 @@ def zipf_popularity(*, n_experts, skew):
 
     s = 0 is uniform routing; s around 1 gives a few hot experts, as measured in production
     MoE traces (the skew users set is an assumption about their traffic, not a constant).
+    The one Zipf law of the library: the factory's cached-prefix and system-prompt
+    popularities are this over their ranked items.
     """
     ranks = np.arange(1, int(n_experts) + 1, dtype=float)
     w = ranks ** (-float(skew))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .metadata import integer_counts, is_count, plain_number
 
@@ -44,6 +44,12 @@ def format_number(x: Any) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
+
+
+def value_band(value: Any, low: Any, high: Any, fmt: Callable[[Any], str] = format_number) -> str:
+    """A figure with its band as text, ``value [low-high]``, each number through ``fmt``
+    (default :func:`format_number`): ``value_band(52.31, 48.0, 57.5)`` -> '52.31 [48-57.5]'."""
+    return f"{fmt(value)} [{fmt(low)}-{fmt(high)}]"
 
 
 def display_header(name: str) -> tuple[str, float]:

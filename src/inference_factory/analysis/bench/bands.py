@@ -49,8 +49,8 @@ def bench_bands(metrics: dict, run, uncertainty, *, m, hw, pools, tables, coloca
                 axes: dict, realism, lengths: dict) -> dict:
     """``metrics`` with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED` metric:
     ``run(decode_table, prefill_table, draws)`` solves the loop and the run on one draw."""
-    from ...engine import (band, resolve_realism as _realism, resolve_uncertainty as resolve,
-                           structure_ln, widen)
+    from ...engine import (resolve_realism as _realism, resolve_uncertainty as resolve,
+                           structure_ln, widened_band)
 
     u = resolve(uncertainty)
     rl = _realism(False, realism)
@@ -68,9 +68,7 @@ def bench_bands(metrics: dict, run, uncertainty, *, m, hw, pools, tables, coloca
     w = 0.0 if uncertainty == "components" else structure_ln(u, hw)
     out = dict(metrics)
     for k in BANDED:
-        lo, hi = band(np.stack(got[k]), metrics[k], u.quantiles)
-        if w:
-            lo, hi = widen(lo, hi, w)
+        lo, hi = widened_band(np.stack(got[k]), metrics[k], u.quantiles, w)
         out[f"{k}_low"], out[f"{k}_high"] = lo, hi
     out["band_structure_ln"] = w
     return out

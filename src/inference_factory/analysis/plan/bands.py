@@ -50,15 +50,14 @@ _PRECISIONS = ("weight_precision", "moe_precision", "kv_precision", "attention_p
                "dispatch_precision", "combine_precision")
 
 
-def _engine(acceptance_by_position, decay: float):
+def _engine(acceptance_by_position):
     """The engine as :func:`~inference_factory.engine.uncertainty.sample_arrays` calls it.
 
     With a per-position acceptance (an MTP draft), the drawn ``acceptance_rate`` is read as
     the first position's ``a_1`` and the decode figures scale with the expected tokens per
     step at that ``a_1`` (see the module docstring); elsewhere the engine as it is."""
-    from ...engine import decode_outputs, evaluate_arrays
-    from ...kernels.speculative import (acceptance_by_position as by_position,
-                                       expected_tokens_per_step_sequence)
+    from ...engine import decode_outputs, evaluate_arrays, mtp_acceptance_by_position
+    from ...kernels.speculative import expected_tokens_per_step_sequence
 
     if acceptance_by_position is None:
         return evaluate_arrays
@@ -71,8 +70,8 @@ def _engine(acceptance_by_position, decay: float):
             return res
         a1 = np.asarray(acceptance_rate, dtype=float)
         e = np.array([expected_tokens_per_step_sequence(
-            draft_depth=float(draft_depth), acceptance_by_position=by_position(
-                first_position_acceptance=a, decay_per_position=decay, depth=depth))
+            draft_depth=float(draft_depth),
+            acceptance_by_position=mtp_acceptance_by_position(a, depth))
             for a in a1.ravel()]).reshape(a1.shape)
         return decode_outputs(res, tokens_per_step=e)
 
@@ -83,13 +82,12 @@ def _sample(m, hw, u, rl, engine_kw, free_acceptance: bool, n: int, *, shape, pr
             **axes) -> dict[str, np.ndarray]:
     """Draws (axis 0) of the engine outputs the band needs at one operating point."""
     from ...engine import sample_arrays
-    from ...specs.realism import load_realism
 
     opts = dict(engine_kw)
     acc_pos = opts.pop("acceptance_by_position", None)
     if acc_pos is not None and not free_acceptance:
         opts["acceptance_rate"] = float(acc_pos[0])      # pinned: the user's a_1
-    ev = _engine(acc_pos, load_realism().acceptance_decay_per_position)
+    ev = _engine(acc_pos)
     draws, _ = sample_arrays(ev, m, hw, u, realism=rl, n=n, **shape, **precs, overlap=overlap,
                              **axes, **opts, variables=list(_ENGINE_VARS))
     return draws
@@ -219,17 +217,17 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
     return got
 
 
-def _quantiles(x: np.ndarray, point: float, name: str, quantiles) -> tuple[float, float]:
-    """(low, high) of the draws of one figure, holding the point; a draw that cannot be
-    sustained (NaN) counts as the worst outcome."""
-    from ...engine import band
+def _quantiles(x: np.ndarray, point: float, name: str, quantiles,
+               widen_ln: float) -> tuple[float, float]:
+    """(low, high) of the draws of one figure, holding the point, widened by ``widen_ln``; a
+    draw that cannot be sustained (NaN) counts as the worst outcome (then the quantiles are
+    the nearest draws: an interpolation with an infinite draw has no value)."""
+    from ...engine import widened_band
 
     x = np.where(np.isnan(x), 0.0 if name in _LARGER_BETTER else np.inf, x)
-    if np.all(np.isfinite(x)):
-        lo, hi = band(x, point, quantiles)
-        return float(lo), float(hi)
-    lo, hi = np.quantile(x, [quantiles[0], quantiles[2]], method="nearest")
-    return float(min(lo, point)), float(max(hi, point))
+    method = "linear" if np.all(np.isfinite(x)) else "nearest"
+    lo, hi = widened_band(x, point, quantiles, widen_ln, method)
+    return float(lo), float(hi)
 
 
 def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, ttft_s, tpot_s,
@@ -238,7 +236,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
     """The recommendations with ``<name>_low`` / ``<name>_high`` of every :data:`BANDED`
     figure (NaN where a device has no recommendation), ``band_structure_ln`` (the
     model-structure widening of the device, ln) and ``meets_slo_share``."""
-    from ...engine import resolve_uncertainty as resolve, structure_ln, widen
+    from ...engine import resolve_uncertainty as resolve, structure_ln
 
     u = resolve(uncertainty)
     cols: dict[str, list] = {f"{k}_{s}": [] for k in BANDED for s in ("low", "high")}
@@ -259,9 +257,7 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
                                    engine_kw=engine_kw, free_acceptance=free_acceptance,
                                    realism=realism, serving_engine=serving_engine)
         for k in BANDED:
-            lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles)
-            if w:
-                lo, hi = widen(lo, hi, w)
+            lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles, w)
             cols[f"{k}_low"].append(float(lo))
             cols[f"{k}_high"].append(float(hi))
         met = np.ones(len(got), bool)
