@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import numpy as np

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import units
 from ..errors import SpecError
 from ..kernels import params as kparams
 from .files import read_toml
