@@ -393,23 +393,26 @@ def _folder_of(module: str) -> Path:
     return q if q.is_dir() else q.parent
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_no_private_name_is_imported_from_another_folder(path):
-    """A ``_name`` is its folder's own: another folder imports a public name (or the
-    function moves where it belongs)."""
-    rel = path.relative_to(PKG).with_suffix("").parts
-    pkg = list(rel[:-1])
-    bad = []
+def _from_imports(path: Path):
+    """(node, module inside the package) of each ``from ... import`` of a module that reads
+    the package (relative, or ``inference_factory...``)."""
+    pkg = list(path.relative_to(PKG).with_suffix("").parts[:-1])
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
-            mod = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module
-                                                              else []))
+            yield node, ".".join(pkg[:len(pkg) - node.level + 1]
+                                 + ([node.module] if node.module else []))
         elif node.module.startswith("inference_factory"):
-            mod = node.module.removeprefix("inference_factory").lstrip(".")
-        else:
-            continue
+            yield node, node.module.removeprefix("inference_factory").lstrip(".")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_private_name_is_imported_from_another_folder(path):
+    """A ``_name`` is its folder's own: another folder imports a public name (or the
+    function moves where it belongs)."""
+    bad = []
+    for node, mod in _from_imports(path):
         for a in node.names:
             if a.name.startswith("_") and not a.name.startswith("__") \
                     and _folder_of(mod) != path.parent:
@@ -424,22 +427,10 @@ def test_analysis_and_cli_reach_the_engine_through_its_public_names(path):
     inside the engine (``engine.geometry``, ``engine.arrays``...), which may change."""
     import inference_factory.engine as engine
 
-    rel = path.relative_to(PKG).with_suffix("").parts
-    pkg = list(rel[:-1])
-    bad = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            bad += [a.name for a in node.names
-                    if a.name.startswith("inference_factory.engine")]
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.level:
-            mod = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module
-                                                              else []))
-        elif node.module.startswith("inference_factory"):
-            mod = node.module.removeprefix("inference_factory").lstrip(".")
-        else:
-            continue
+    bad = [a.name for node in ast.walk(ast.parse(path.read_text()))
+           if isinstance(node, ast.Import) for a in node.names
+           if a.name.startswith("inference_factory.engine")]
+    for node, mod in _from_imports(path):
         if mod.startswith("engine."):
             bad.append(mod)
         elif mod == "engine":
