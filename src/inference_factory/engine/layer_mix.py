@@ -26,18 +26,22 @@ __all__ = ["Architecture", "architecture", "load_model", "MemoryGroup"]
 
 @dataclass(frozen=True)
 class MemoryGroup:
-    """The memory of ``layers`` layers of one kind and window, per sequence, before the
-    ``kv_split`` GPUs of a TP group share it (:class:`.attention.Memory`)."""
+    """The memory of ``layers`` layers of one attention kind and window, per sequence and
+    layer (:class:`.attention.Memory`), and how TP splits it (``kv_split`` GPUs)."""
 
+    kind: str
     layers: int
     memory: A.Memory
+    kv_split: float
 
-    def per_sequence_bytes(self, kv_len_tokens, kv_split):
-        """:func:`inference_factory.kernels.memory.sequence_memory_bytes` of the group."""
+    def per_sequence_bytes(self, kv_len_tokens):
+        """:func:`inference_factory.kernels.memory.sequence_memory_bytes` of the group on
+        one GPU."""
         return kmem.sequence_memory_bytes(
             kv_len_tokens=kv_len_tokens, bytes_per_token=self.layers * self.memory.bytes_per_token,
             span_tokens=self.memory.span_tokens,
-            bytes_per_sequence=self.layers * self.memory.bytes_per_sequence, kv_split=kv_split)
+            bytes_per_sequence=self.layers * self.memory.bytes_per_sequence,
+            kv_split=self.kv_split)
 
 
 @dataclass(frozen=True)
@@ -116,13 +120,12 @@ class Architecture:
                 + self.n_attention_params_per_layer + m.n_norm_params_per_layer + ffn)
 
     # -- memory --------------------------------------------------------------------------------
-    def memory_groups(self, kv_precision: str) -> list[MemoryGroup]:
-        """The memory terms of each (kind, window) group, full-context groups first."""
-        return [MemoryGroup(n, A.kind(k, self.spec).memory(self.spec, kv_precision, w))
+    def memory_groups(self, kv_precision: str, tp: int = 1) -> list[MemoryGroup]:
+        """The memory terms of each (kind, window) group on one GPU of a TP group of ``tp``,
+        full-context groups first."""
+        return [MemoryGroup(k, n, A.kind(k, self.spec).memory(self.spec, kv_precision, w),
+                            A.kind(k, self.spec).kv_split(self.spec, tp))
                 for k, w, n in sorted(self.groups(), key=lambda g: g[1] > 0)]
-
-    def kv_split(self, name: str, tp: int) -> float:
-        return A.kind(name, self.spec).kv_split(self.spec, tp)
 
     def kv_bytes_per_token_per_layer(self, kv_precision: str) -> float:
         """Bytes per token of context of one layer of the primary kind."""
@@ -144,9 +147,8 @@ class Architecture:
         """Memory one sequence of ``kv_len_tokens`` tokens holds on one GPU of a TP group of
         ``tp``: every group's context and per-sequence terms over its TP split."""
         out = 0.0
-        for (k, _, _), g in zip(sorted(self.groups(), key=lambda g: g[1] > 0),
-                                self.memory_groups(kv_precision)):
-            out = out + g.per_sequence_bytes(kv_len_tokens, self.kv_split(k, tp))
+        for g in self.memory_groups(kv_precision, tp):
+            out = out + g.per_sequence_bytes(kv_len_tokens)
         return out
 
     def restore_s(self, kv_precision: str, *, sequences, cached_tokens, tp: int,
@@ -156,18 +158,16 @@ class Architecture:
         at the prefix's end) where the prefix is not empty
         (:func:`inference_factory.kernels.cache.kv_restore_s`)."""
         out = 0.0
-        for (k, _, _), g in zip(sorted(self.groups(), key=lambda g: g[1] > 0),
-                                self.memory_groups(kv_precision)):
-            split = self.kv_split(k, tp)
+        for g in self.memory_groups(kv_precision, tp):
             out = out + kcache.kv_restore_s(
                 restored_tokens=sequences * np.minimum(cached_tokens, g.memory.span_tokens),
-                kv_bytes_per_token=g.layers * g.memory.bytes_per_token / split,
+                kv_bytes_per_token=g.layers * g.memory.bytes_per_token / g.kv_split,
                 tier_bytes_per_s=tier_bytes_per_s)
             if g.memory.bytes_per_sequence:
                 out = out + kcache.kv_restore_s(
                     # one snapshot per sequence with a prefix of at least one token
                     restored_tokens=sequences * np.minimum(cached_tokens, 1.0),
-                    kv_bytes_per_token=g.layers * g.memory.bytes_per_sequence / split,
+                    kv_bytes_per_token=g.layers * g.memory.bytes_per_sequence / g.kv_split,
                     tier_bytes_per_s=tier_bytes_per_s)
         return out
 
@@ -180,11 +180,10 @@ class Architecture:
     def other_kernels_per_layer(self, table: dict) -> float:
         """Small kernels per layer of the attention blocks (configs/realism.toml
         [other_kernels], by each kind's key), averaged over the layers."""
-        groups = self.groups()
-        n = sum(c for _, _, c in groups)
-        if len({A.kind(k, self.spec).other_kernels_key for k, _, _ in groups}) == 1:
-            return table[A.kind(groups[0][0], self.spec).other_kernels_key]
-        return sum(table[A.kind(k, self.spec).other_kernels_key] * c for k, _, c in groups) / n
+        keys = [(A.kind(k, self.spec).other_kernels_key, n) for k, _, n in self.groups()]
+        if len({key for key, _ in keys}) == 1:      # one kind: its count, exactly
+            return table[keys[0][0]]
+        return sum(table[key] * n for key, n in keys) / sum(n for _, n in keys)
 
     # -- what `models show` prints ---------------------------------------------------------------
     def derived(self) -> dict[str, Any]:

@@ -60,13 +60,16 @@ class GQA(AttentionKind):
         qkv_n = m.n_q_heads * m.head_dim_qk / tp + kvh * (m.head_dim_qk + m.head_dim_v)
         ops = [gemm(g, "qkv", "attn0", n_layers, T, qkv_n, m.hidden_size, g.wprec)]
         kvb_layer = self.memory(m, g.kvprec, 0).bytes_per_token / self.kv_split(m, tp)
-        named = []
+        decode = p.phase == "decode"
+        seen_window = False
         for window, count in windows:
-            name = ("attention" if not window else "attention_window" if not any(named)
-                    else f"attention_window_{window}")
-            named.append(bool(window))
+            # "attention" for full context, "attention_window" for the first window size
+            # (gpt-oss has one), "attention_window_<w>" for any further one
+            name = ("attention" if not window else
+                    f"attention_window_{window}" if seen_window else "attention_window")
+            seen_window = seen_window or bool(window)
             window = window or None
-            if phase_decode := p.phase == "decode":
+            if decode:
                 ctx = kv_len if window is None else np.minimum(kv_len, window)
                 fam, coords = "attention_decode", (seqs, ctx)
                 pure = (lambda b_, L_, nt=new_tokens:
@@ -92,7 +95,7 @@ class GQA(AttentionKind):
                                                    head_dim_qk=m.head_dim_qk,
                                                    head_dim_v=m.head_dim_v)
             keys = {"kv_dtype": kv_dtype, "head_dim": d}
-            if not phase_decode:     # the prefill tables hold BF16 and FP8 attention math
+            if not decode:     # the prefill tables hold BF16 and FP8 attention math
                 keys["attn_dtype"] = "fp8" if g.aprec in ("fp8", "fp4") else "bf16"
             ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
                           precision=g.aprec, rate="attention", family=fam, keys=keys,
