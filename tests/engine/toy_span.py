@@ -21,11 +21,10 @@ class FixedSpan(AttentionKind):
     other_kernels_key = "gqa"
     param_keys = {"span_tokens": "tokens every query attends to"}
 
-    def check(self, m):
-        super().check(m)
-        param(m, "span_tokens", self.name, minimum=1)
+    def check(self, m, at):
+        param(m, at, "span_tokens", minimum=1)
 
-    def params_per_layer(self, m):
+    def params_per_layer(self, m, at):
         return kparams.gqa_attention_params(
             hidden_size=m.hidden_size, n_q_heads=m.n_q_heads, n_kv_heads=m.n_kv_heads,
             head_dim_qk=m.head_dim_qk, head_dim_v=m.head_dim_v, bias=m.attention_bias)
@@ -35,27 +34,27 @@ class FixedSpan(AttentionKind):
             n_kv_heads=m.n_kv_heads, head_dim_k=m.head_dim_qk, head_dim_v=m.head_dim_v,
             kv_bytes_per_elem=units.BYTES_PER_ELEMENT[kv_precision])
 
-    def memory(self, m, kv_precision, window):
+    def memory(self, m, kv_precision, at):
         # the ring of span_tokens tokens is held whatever the context: per sequence
-        span = param(m, "span_tokens", self.name)
+        span = param(m, at, "span_tokens")
         return Memory(bytes_per_token=0.0, bytes_per_sequence=span * self.token_bytes(
             m, kv_precision))
 
-    def kv_split(self, m, tp):
+    def kv_split(self, m, tp, at):
         return float(min(tp, m.n_kv_heads))
 
-    def ops(self, g, windows, p):
+    def ops(self, g, windows, p, at):
         m, tp = g.m, g.tp
         n = sum(c for _, c in windows)
-        span = param(m, "span_tokens", self.name)
+        span = param(m, at, "span_tokens")
         heads = m.n_q_heads / tp
         kvh = max(m.n_kv_heads / tp, 1.0)
-        ring = p.seqs * span * self.token_bytes(m, g.kvprec) / self.kv_split(m, tp)
+        ring = p.seqs * span * self.token_bytes(m, g.kvprec) / self.kv_split(m, tp, at)
         return [
             gemm(g, "qkv", "attn0", n, p.tokens,
                  heads * m.head_dim_qk + kvh * (m.head_dim_qk + m.head_dim_v), m.hidden_size,
                  g.wprec),
-            Op("span_attention", "compute", "attn1", n, rate="attention", precision=g.aprec,
+            Op("attention", "compute", "attn1", n, rate="attention", precision=g.aprec,
                flop=p.seqs * katt.attention_core_flop(
                    attended_positions=p.new_tokens * span, n_q_heads=heads,
                    head_dim_qk=m.head_dim_qk, head_dim_v=m.head_dim_v),

@@ -196,10 +196,11 @@ def _model_lines(m: ModelSpec) -> list[str]:
     att = [("kind", m.attention_kind), ("query heads", str(m.n_q_heads)),
            ("KV heads", str(m.n_kv_heads)), ("head dim qk / v", f"{m.head_dim_qk} / {m.head_dim_v}"),
            ("bias", "yes" if m.attention_bias else "no")]
-    att += arch.primary_kind.describe(m)
-    if len({(grp.attention, grp.window) for grp in m.layer_mix}) > 1:
+    att += arch.primary_kind.describe(m, arch.primary)
+    if len({(grp.attention, grp.window, grp.params) for grp in m.layer_mix}) > 1:
         att.append(("layer mix", ", ".join(
             f"{grp.count} {grp.attention}" + (f" (window {grp.window})" if grp.window else "")
+            + (" (" + ", ".join(f"{k} {v}" for k, v in grp.params) + ")" if grp.params else "")
             + f" + {grp.mlp}" for grp in m.layer_mix)))
     if m.n_sliding_window_layers:
         att += [("sliding window", f"{m.sliding_window_tokens} tokens on "

@@ -70,9 +70,9 @@ def validate_struct(m: ModelSpec, hw: HardwareSpec, s: Mapping[str, Any], rl: Re
 
     architecture(m)                      # the attention kinds check their keys
     tp, dp, ep = pos_int("tp"), pos_int("dp"), pos_int("ep")
-    if m.n_q_heads % tp:
-        raise SpecError(f"tp = {tp} must divide the {m.n_q_heads} attention heads of "
-                        f"{m.name!r} (each GPU of a TP group holds whole heads)")
+    why = architecture(m).tp_error(tp)
+    if why:
+        raise SpecError(f"{why} (each GPU of a TP group holds whole heads)")
     if (tp * dp) % ep:
         raise SpecError(f"ep = {ep} must divide the instance's GPUs tp x dp = {tp * dp}")
     red = s["redundant_experts"]
@@ -197,10 +197,10 @@ def expert_placement(n_experts: int, top_k: int, pop, ep: int, redundant: int,
 @dataclass(frozen=True)
 class Layers:
     """Which layers a pass runs: the main model, or one MTP draft module. ``attention``
-    lists (kind, window tokens, layers) of the attention mix (window 0: full context)."""
+    lists (attention group, layers) of the attention mix (:mod:`.attention`)."""
 
     n_total: int
-    attention: tuple[tuple[str, int, int], ...]
+    attention: tuple
     n_dense_ffn: int
     n_moe: int
     dense_path_params: float
@@ -222,7 +222,7 @@ def mtp_layers(m: ModelSpec) -> Layers:
               + (m.n_router_params_per_layer + m.n_shared_experts * m.n_expert_params if moe
                  else m.n_dense_ffn_params_per_layer)
               + 2.0 * m.hidden_size ** 2 + 3.0 * m.hidden_size)
-    return Layers(1, ((m.attention_kind, 0, 1),), 1 - moe, moe, params)
+    return Layers(1, ((architecture(m).primary, 1),), 1 - moe, moe, params)
 
 
 def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:

@@ -26,10 +26,9 @@ __all__ = ["Architecture", "architecture", "load_model", "MemoryGroup"]
 
 @dataclass(frozen=True)
 class MemoryGroup:
-    """The memory of ``layers`` layers of one attention kind and window, per sequence and
-    layer (:class:`.attention.Memory`), and how TP splits it (``kv_split`` GPUs)."""
+    """The memory of ``layers`` layers of one attention group, per sequence and layer
+    (:class:`.attention.Memory`), and how TP splits it (``kv_split`` GPUs)."""
 
-    kind: str
     layers: int
     memory: A.Memory
     kv_split: float
@@ -55,29 +54,42 @@ class Architecture:
 
     # -- kinds ---------------------------------------------------------------------------------
     @property
+    def primary(self) -> A.AttentionGroup:
+        """The layers of ``[attention]``'s kind with ``[attention.params]`` (an MTP module's
+        attention is of this kind)."""
+        return A.AttentionGroup(self.spec.attention_kind, 0, self.spec.attention_params)
+
+    @property
     def primary_kind(self) -> A.AttentionKind:
-        """The kind of ``[attention]`` (an MTP module's attention is of this kind)."""
         return A.kind(self.spec.attention_kind, self.spec)
 
-    def groups(self) -> list[tuple[str, int, int]]:
-        """(kind, window, layers) of the attention mix, summed over feed-forward kinds."""
-        out: dict[tuple[str, int], int] = {}
-        for grp in self.spec.layer_mix:
-            key = (grp.attention, grp.window)
-            out[key] = out.get(key, 0) + grp.count
-        return [(k, w, n) for (k, w), n in out.items()]
+    def groups(self) -> list[tuple[A.AttentionGroup, int]]:
+        """(attention group, layers) of the attention mix, summed over feed-forward kinds
+        (:func:`.attention.groups_of`)."""
+        return A.groups_of(self.spec)
+
+    def _kind(self, at: A.AttentionGroup) -> A.AttentionKind:
+        return A.kind(at.kind, self.spec)
+
+    def tp_error(self, tp: int) -> str | None:
+        """Why ``tp`` cannot split the model's attention (each kind's heads), or None."""
+        for at, _ in self.groups():
+            why = self._kind(at).tp_error(self.spec, tp, at)
+            if why:
+                return why
+        return None
 
     # -- parameters ----------------------------------------------------------------------------
     @property
     def n_attention_params(self) -> float:
         """Attention parameters over all layers (each group's kind x its layers)."""
-        return float(sum(A.kind(k, self.spec).params_per_layer(self.spec) * n
-                         for k, _, n in self.groups()))
+        return float(sum(self._kind(at).params_per_layer(self.spec, at) * n
+                         for at, n in self.groups()))
 
     @property
     def n_attention_params_per_layer(self) -> float:
         """Attention parameters of one layer of the primary kind."""
-        return self.primary_kind.params_per_layer(self.spec)
+        return self.primary_kind.params_per_layer(self.spec, self.primary)
 
     @property
     def n_dense_path_params(self) -> float:
@@ -121,15 +133,15 @@ class Architecture:
 
     # -- memory --------------------------------------------------------------------------------
     def memory_groups(self, kv_precision: str, tp: int = 1) -> list[MemoryGroup]:
-        """The memory terms of each (kind, window) group on one GPU of a TP group of ``tp``,
+        """The memory terms of each attention group on one GPU of a TP group of ``tp``,
         full-context groups first."""
-        return [MemoryGroup(k, n, A.kind(k, self.spec).memory(self.spec, kv_precision, w),
-                            A.kind(k, self.spec).kv_split(self.spec, tp))
-                for k, w, n in sorted(self.groups(), key=lambda g: g[1] > 0)]
+        return [MemoryGroup(n, self._kind(at).memory(self.spec, kv_precision, at),
+                            self._kind(at).kv_split(self.spec, tp, at))
+                for at, n in sorted(self.groups(), key=lambda g: g[0].window > 0)]
 
     def kv_bytes_per_token_per_layer(self, kv_precision: str) -> float:
         """Bytes per token of context of one layer of the primary kind."""
-        return self.primary_kind.memory(self.spec, kv_precision, 0).bytes_per_token
+        return self.primary_kind.memory(self.spec, kv_precision, self.primary).bytes_per_token
 
     def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
         """Bytes per token of context over the layers that keep every token (windowed
@@ -173,14 +185,16 @@ class Architecture:
 
     def replicated_weight_bytes(self, tp: int, bytes_per_param: float) -> float:
         """Weight bytes per GPU beyond the 1/tp share, over the attention kinds."""
-        return float(sum(A.kind(k, self.spec).replicated_weight_bytes(
-            self.spec, n_layers=n, tp=tp, bytes_per_param=bytes_per_param)
-            for k, _, n in self.groups()))
+        return float(sum(self._kind(at).replicated_weight_bytes(
+            self.spec, at, n_layers=n, tp=tp, bytes_per_param=bytes_per_param)
+            for at, n in self.groups()))
 
-    def other_kernels_per_layer(self, table: dict) -> float:
-        """Small kernels per layer of the attention blocks (configs/realism.toml
-        [other_kernels], by each kind's key), averaged over the layers."""
-        keys = [(A.kind(k, self.spec).other_kernels_key, n) for k, _, n in self.groups()]
+    def other_kernels_per_layer(self, table: dict, groups=None) -> float:
+        """Small kernels per layer of the attention blocks of ``groups`` (default the
+        model's; configs/realism.toml [other_kernels], by each kind's key), averaged over
+        their layers."""
+        keys = [(self._kind(at).other_kernels_key, n)
+                for at, n in (self.groups() if groups is None else groups)]
         if len({key for key, _ in keys}) == 1:      # one kind: its count, exactly
             return table[keys[0][0]]
         return sum(table[key] * n for key, n in keys) / sum(n for _, n in keys)

@@ -161,7 +161,7 @@ def other_kernel_count(g: Geom, L: Layers) -> float:
     """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
     activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
     ok = g.rl.other_kernels
-    per_layer = architecture(g.m).other_kernels_per_layer(ok)
+    per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
     quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
     n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)

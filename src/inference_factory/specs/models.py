@@ -33,6 +33,8 @@ class LayerGroup:
     attention: str
     window: int = 0
     mlp: str = "moe"
+    #: the kind's own parameters for these layers, over ``[attention.params]``
+    params: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class ModelSpec:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["aliases"] = list(self.aliases)
-        out["layer_mix"] = [vars(grp).copy() for grp in self.layer_mix]
+        out["layer_mix"] = [{**vars(grp), "params": dict(grp.params)} for grp in self.layer_mix]
         out["attention_params"] = dict(self.attention_params)
         return out
 
@@ -199,7 +201,7 @@ def _parse_model(path: Path) -> ModelSpec:
     if n_dense > a.n_layers:
         raise SpecError(f"{path}: ffn.dense_layers = {n_dense} exceeds n_layers = {a.n_layers}")
     moe = f.moe
-    if moe is None and n_dense < a.n_layers:
+    if moe is None and n_dense < a.n_layers and not f.layers:   # [[layers]]: checked there
         raise SpecError(f"{path}: moe table is missing (required): {a.n_layers - n_dense} layers "
                         "have no dense FFN")
     if moe is not None and moe.experts_per_token > moe.n_routed_experts:
@@ -244,7 +246,8 @@ def _layer_mix(path, f, kind: str, n_dense: int, sw: int, swl: int) -> tuple[Lay
     ffn_default = "moe" if f.moe is not None else "dense"
     if f.layers:
         mix = tuple(LayerGroup(count=grp.count, attention=grp.attention or kind,
-                               window=grp.window or 0, mlp=grp.mlp or ffn_default)
+                               window=grp.window or 0, mlp=grp.mlp or ffn_default,
+                               params=tuple(sorted(grp.params.items())))
                     for grp in f.layers)
         total = sum(grp.count for grp in mix)
         if total != n:

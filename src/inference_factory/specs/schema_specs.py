@@ -145,6 +145,10 @@ class ModelLayerGroup(_Schema):
         None, description="attention kind of these layers (default: attention.kind)")
     window: Optional[count(0, 1_000_000_000, "sliding window, tokens (0 = full context)")] = None
     mlp: Optional[Literal["dense", "moe"]] = Field(None, description="feed-forward kind")
+    params: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
+        default_factory=dict, description=(
+            "the attention kind's parameters for these layers, over [attention.params] (a "
+            "hybrid model's second kind states its own heads and dimensions here)"))
 
 
 class ModelFfn(_Schema):

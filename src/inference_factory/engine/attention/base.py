@@ -47,6 +47,21 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class AttentionGroup:
+    """Layers of one kind that share a window and parameters: what a kind is asked about.
+
+    ``params`` are the model's ``[attention.params]`` overlaid by the ``[[layers]]`` group's
+    own (a hybrid model's second kind states its own heads and dimensions there)."""
+
+    kind: str
+    window: int = 0
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+
+@dataclass(frozen=True)
 class Pass:
     """The quantities of one pass an attention kind builds its operations from (per
     attention-DP rank and micro-batch): ``seqs`` sequences each adding ``new_tokens`` after
@@ -73,48 +88,55 @@ class AttentionKind:
     param_keys: dict[str, str] = {}
 
     # -- structure -----------------------------------------------------------------------------
-    def check(self, m: ModelSpec) -> None:
-        """SpecError (file, field, value, what is allowed) where the model's attention keys
-        do not describe this kind (``[attention.params]`` keys that no kind of the model
-        declares in :attr:`param_keys` are refused by the registry)."""
+    def check(self, m: ModelSpec, at: AttentionGroup) -> None:
+        """SpecError (file, field, value, what is allowed) where the model's keys do not
+        describe this kind's layers ``at`` (keys of ``params`` a kind does not declare in
+        :attr:`param_keys` are refused by the registry)."""
 
-    def params_per_layer(self, m: ModelSpec) -> float:
+    def params_per_layer(self, m: ModelSpec, at: AttentionGroup) -> float:
         """Parameters of one layer's attention block (projections, norms inside it)."""
         raise NotImplementedError
 
-    def memory(self, m: ModelSpec, kv_precision: str, window: int) -> Memory:
-        """What one layer holds per sequence (``window`` > 0: a sliding-window layer)."""
+    def memory(self, m: ModelSpec, kv_precision: str, at: AttentionGroup) -> Memory:
+        """What one layer holds per sequence (``at.window`` > 0: a sliding-window layer)."""
         raise NotImplementedError
 
-    def kv_split(self, m: ModelSpec, tp: int) -> float:
+    def kv_split(self, m: ModelSpec, tp: int, at: AttentionGroup) -> float:
         """GPUs of a TP group one sequence's cache is partitioned over."""
         return 1.0
 
-    def replicated_weight_bytes(self, m: ModelSpec, *, n_layers: int, tp: int,
-                                bytes_per_param: float) -> float:
+    def tp_error(self, m: ModelSpec, tp: int, at: AttentionGroup) -> str | None:
+        """Why ``tp`` cannot split these layers (each GPU holds whole heads), or None."""
+        if m.n_q_heads % tp:
+            return f"tp = {tp} must divide the {m.n_q_heads} attention heads of {m.name!r}"
+        return None
+
+    def replicated_weight_bytes(self, m: ModelSpec, at: AttentionGroup, *, n_layers: int,
+                                tp: int, bytes_per_param: float) -> float:
         """Weight bytes per GPU beyond the 1/tp share (weights every TP rank holds whole)."""
         return 0.0
 
-    def describe(self, m: ModelSpec) -> list[tuple[str, str]]:
+    def describe(self, m: ModelSpec, at: AttentionGroup) -> list[tuple[str, str]]:
         """Lines (label, value) ``models show`` prints for the kind's own keys."""
-        return [(f"param {k}", str(v)) for k, v in m.attention_params]
+        return [(f"param {k}", str(v)) for k, v in at.params]
 
     # -- operations ----------------------------------------------------------------------------
-    def ops(self, g: Geom, windows: Sequence[tuple[int, int]], p: Pass) -> list[Op]:
-        """Operations of one pass over this kind's layers: ``windows`` lists (window tokens,
-        layers) of the kind in the model (window 0 = full context). Projections are counted
-        over all its layers, the attention kernel once per window variant."""
+    def ops(self, g: Geom, windows: Sequence[tuple[int, int]], p: Pass,
+            at: AttentionGroup) -> list[Op]:
+        """Operations of one pass over this kind's layers with parameters ``at.params``:
+        ``windows`` lists (window tokens, layers) of them (window 0 = full context).
+        Projections are counted over all its layers, the attention kernel once per window."""
         raise NotImplementedError
 
 
-def param(m: ModelSpec, key: str, kind: str, *, minimum: float | None = None) -> Any:
-    """A required ``[attention.params]`` value of ``m``, checked against ``minimum``."""
-    values = dict(m.attention_params)
+def param(m: ModelSpec, at: AttentionGroup, key: str, *, minimum: float | None = None) -> Any:
+    """A required parameter of the layers ``at`` of ``m``, checked against ``minimum``."""
+    values = dict(at.params)
     if key not in values:
         raise SpecError(f"{m.path}: attention.params.{key} is missing (required for kind "
-                        f"{kind!r})")
+                        f"{at.kind!r})")
     v = values[key]
     if minimum is not None and (isinstance(v, (bool, str)) or v < minimum):
         raise SpecError(f"{m.path}: attention.params.{key} = {v!r} must be a number >= "
-                        f"{minimum:g} for kind {kind!r}")
+                        f"{minimum:g} for kind {at.kind!r}")
     return v

@@ -27,27 +27,27 @@ class GQA(AttentionKind):
     name = "gqa"
     other_kernels_key = "gqa"
 
-    def check(self, m):
-        super().check(m)
+    def check(self, m, at):
         if m.n_q_heads % m.n_kv_heads:
             raise SpecError(f"{m.path}: attention.n_kv_heads = {m.n_kv_heads} must divide "
                             f"n_q_heads = {m.n_q_heads}")
 
-    def params_per_layer(self, m):
+    def params_per_layer(self, m, at):
         return kparams.gqa_attention_params(
             hidden_size=m.hidden_size, n_q_heads=m.n_q_heads, n_kv_heads=m.n_kv_heads,
             head_dim_qk=m.head_dim_qk, head_dim_v=m.head_dim_v, bias=m.attention_bias)
 
-    def memory(self, m, kv_precision, window):
+    def memory(self, m, kv_precision, at):
+        window = at.window
         b = kparams.gqa_kv_bytes_per_token_per_layer(
             n_kv_heads=m.n_kv_heads, head_dim_k=m.head_dim_qk, head_dim_v=m.head_dim_v,
             kv_bytes_per_elem=units.BYTES_PER_ELEMENT[kv_precision])
         return Memory(bytes_per_token=b, span_tokens=float(window) if window else np.inf)
 
-    def kv_split(self, m, tp):
+    def kv_split(self, m, tp, at):
         return float(min(tp, m.n_kv_heads))
 
-    def ops(self, g, windows, p):
+    def ops(self, g, windows, p, at):
         m, hw, tp = g.m, g.hw, g.tp
         seqs, new_tokens, cached_tokens, kv_len, T = (p.seqs, p.new_tokens, p.cached_tokens,
                                                       p.kv_len, p.tokens)
@@ -59,7 +59,7 @@ class GQA(AttentionKind):
         # KV heads are replicated where TP exceeds their count
         qkv_n = m.n_q_heads * m.head_dim_qk / tp + kvh * (m.head_dim_qk + m.head_dim_v)
         ops = [gemm(g, "qkv", "attn0", n_layers, T, qkv_n, m.hidden_size, g.wprec)]
-        kvb_layer = self.memory(m, g.kvprec, 0).bytes_per_token / self.kv_split(m, tp)
+        kvb_layer = self.memory(m, g.kvprec, at).bytes_per_token / self.kv_split(m, tp, at)
         decode = p.phase == "decode"
         seen_window = False
         for window, count in windows:

@@ -20,7 +20,7 @@ from ...kernels import memory as kmem
 from ...kernels import ops as kops
 from ...kernels import params as kparams
 from .. import measured as M
-from ..op import Op, attention_mode, bmm_roofline_fn, gemm, prefill_roofline_fn
+from ..op import Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes, prefill_roofline_fn
 from .base import AttentionKind, Memory
 
 
@@ -28,8 +28,7 @@ class MLA(AttentionKind):
     name = "mla"
     other_kernels_key = "mla"
 
-    def check(self, m):
-        super().check(m)
+    def check(self, m, at):
         # a key the file leaves out reads as 0 (ModelSpec), refused here by value
         if m.kv_lora_rank <= 0:
             raise SpecError(f"{m.path}: attention.kv_lora_rank = {m.kv_lora_rank} must be > 0 "
@@ -44,15 +43,15 @@ class MLA(AttentionKind):
                             f"{m.qk_nope_head_dim} + {m.qk_rope_head_dim} must equal "
                             f"head_dim_qk = {m.head_dim_qk} for kind 'mla'")
 
-    def params_per_layer(self, m):
+    def params_per_layer(self, m, at):
         return kparams.mla_attention_params(
             hidden_size=m.hidden_size, n_q_heads=m.n_q_heads, q_lora_rank=m.q_lora_rank,
             kv_lora_rank=m.kv_lora_rank, qk_nope_head_dim=m.qk_nope_head_dim,
             qk_rope_head_dim=m.qk_rope_head_dim, v_head_dim=m.head_dim_v)
 
-    def memory(self, m, kv_precision, window):
-        if window:
-            raise SpecError(f"{m.path}: a sliding window ({window} tokens) on kind 'mla' is "
+    def memory(self, m, kv_precision, at):
+        if at.window:
+            raise SpecError(f"{m.path}: a sliding window ({at.window} tokens) on kind 'mla' is "
                             "not modelled; allowed window = 0")
         b = units.BYTES_PER_ELEMENT[kv_precision]
         return Memory(bytes_per_token=kparams.mla_kv_bytes_per_token_per_layer(
@@ -63,7 +62,7 @@ class MLA(AttentionKind):
             scale_bytes_per_token=(4.0 * m.kv_lora_rank / 128.0 if kv_precision == "fp8"
                                    else 0.0)))
 
-    def replicated_weight_bytes(self, m, *, n_layers, tp, bytes_per_param):
+    def replicated_weight_bytes(self, m, at, *, n_layers, tp, bytes_per_param):
         if tp <= 1:
             return 0.0
         return kmem.mla_replicated_latent_bytes(
@@ -71,11 +70,11 @@ class MLA(AttentionKind):
             kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.qk_rope_head_dim,
             bytes_per_param=bytes_per_param, tp=tp)
 
-    def describe(self, m):
+    def describe(self, m, at):
         return [("q LoRA rank", str(m.q_lora_rank)), ("KV LoRA rank", str(m.kv_lora_rank)),
                 ("qk nope / rope head dim", f"{m.qk_nope_head_dim} / {m.qk_rope_head_dim}")]
 
-    def ops(self, g, windows, p):
+    def ops(self, g, windows, p, at):
         m, hw, tp = g.m, g.hw, g.tp
         seqs, new_tokens, cached_tokens, kv_len, T = (p.seqs, p.new_tokens, p.cached_tokens,
                                                       p.kv_len, p.tokens)
@@ -83,7 +82,7 @@ class MLA(AttentionKind):
         h, wp = m.hidden_size, g.wprec
         heads = m.n_q_heads / tp
         kv_dtype = "fp8" if g.kvprec in ("fp8", "fp4") else "bf16"
-        kvl = self.memory(m, g.kvprec, 0).bytes_per_token
+        kvl = self.memory(m, g.kvprec, at).bytes_per_token
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         # the latent down-projections are replicated on every GPU of a TP group (SGLang,
         # vLLM); without a query latent the query projection is split by heads
@@ -109,11 +108,8 @@ class MLA(AttentionKind):
             flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
                                                       kv_lora_rank=m.kv_lora_rank,
                                                       qk_rope_head_dim=m.qk_rope_head_dim)
-            kvb = katt.kv_read_bytes(sequences=seqs, kv_len_tokens=kv_len,
-                                     kv_bytes_per_token_full=kvl, kv_bytes_per_token_window=0.0,
-                                     window_tokens=0.0)
             ops.append(Op("attention", "compute", "attn1", n_layers, flop=flop,
-                          hbm_bytes=kvb + katt.kv_write_bytes(new_tokens=T,
+                          hbm_bytes=kv_read_bytes(seqs, kv_len, kvl, None) + katt.kv_write_bytes(new_tokens=T,
                                                               kv_bytes_per_token=kvl),
                           precision=g.aprec, rate="attention", family="mla_decode",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
