@@ -162,7 +162,7 @@ class Curve:
         spec the roofline is of) names the roofline: its latencies at the table's nodes are
         then computed once per curve, not once per call, and the times at coordinates read
         before are the ones read then (a plan's shapes share most GEMM shapes: 6 in 10 reads
-        repeat), for grids of at most :data:`_TIMES_MEMO_POINTS` points."""
+        repeat), for grids of at most :data:`TIMES_MEMO_POINTS` points."""
         ckey = _coords_key(coords) if pure_key is not None else None
         if ckey is not None:
             ckey = (id(pure_key[0]),) + tuple(pure_key[1:]) + (mode,) + ckey
@@ -203,7 +203,7 @@ class Curve:
 
 #: Largest grid (points of the coordinates) whose times a curve keeps, and the most kept
 #: per curve (the oldest dropped beyond).
-_TIMES_MEMO_POINTS = 1 << 12
+TIMES_MEMO_POINTS = 1 << 12
 _TIMES_MEMO_CAP = 512
 
 
@@ -221,7 +221,7 @@ def _coords_key(coords) -> tuple | None:
             key.append(float(c))
         else:
             return None
-    return tuple(key) if points <= _TIMES_MEMO_POINTS else None
+    return tuple(key) if points <= TIMES_MEMO_POINTS else None
 
 
 _MISSING = object()
