@@ -167,7 +167,7 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
                             scale_up_latency_s=0.0, scale_out_latency_s=0.0), "comm", G.ROOFLINE)
         if n <= dom and rl.measured:
             t, src = _measured_comm(g, op, lambda m_: allreduce_roofline_s(hw, m_, n),
-                                    memo=memo)
+                                    memo=memo, pure_key=(hw, "allreduce", n))
             if t is not None:
                 return Cost(op, t, "comm", src)
         if n <= dom:
@@ -195,7 +195,7 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
         # the NIC.
         t, src = _measured_comm(
             g, op, lambda n_: a2a_roofline_s(hw, n_, h, k, g.ep, b, phase=c["phase"]),
-            coords=(tokens * busiest,))
+            coords=(tokens * busiest,), pure_key=(hw, "a2a", h, k, g.ep, b, c["phase"]))
         if t is not None:
             return Cost(op, t, "comm", src)
     if not rl.is_ideal and rl.routing and g.ep > 1:
@@ -230,16 +230,18 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
         t, src = curve.time_s(
             lambda n_, name=name: nvlink_a2a_roofline_s(hw, name, dtype, n_, m.hidden_size,
                                                         m.experts_per_token, g.ep),
-            tokens, mode="separable", memo=memo)
+            tokens, mode="separable", memo=memo,
+            pure_key=(hw, "a2a_nvlink", name, dtype, m.hidden_size, m.experts_per_token, g.ep))
         total, source = total + t, src if source is None else source
     return total, source
 
 
-def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None):
+def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None, pure_key=None):
     tabs = tables_for(g.hw)
     if tabs is None or not tabs.has(op.family):
         return None, G.ROOFLINE
     curve = tabs.curve(op.family, op.keys, op.nearest)
     if curve is None:
         return None, G.ROOFLINE
-    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable", memo=memo)
+    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable", memo=memo,
+                        pure_key=pure_key)

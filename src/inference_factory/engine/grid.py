@@ -67,10 +67,13 @@ def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
         for ax, coord in enumerate(axes):
             moved = np.moveaxis(out, ax, -1)
             lines = moved.reshape(-1, coord.size)
-            for line in lines:
-                bad = np.isnan(line)
-                if bad.any() and not bad.all():
-                    line[bad] = np.interp(coord[bad], coord[~bad], line[~bad])
+            nans = np.isnan(lines)
+            count = nans.sum(axis=1)
+            # only the lines with a gap and a measured cell (a table's grid has thousands
+            # of lines, few with gaps)
+            for r in np.flatnonzero((count > 0) & (count < coord.size)):
+                line, bad = lines[r], nans[r]
+                line[bad] = np.interp(coord[bad], coord[~bad], line[~bad])
             out = np.moveaxis(lines.reshape(moved.shape), -1, ax)
     if np.isnan(out).any():                      # an all-empty slice: the grid's median
         out[np.isnan(out)] = np.nanmedian(out)

@@ -162,7 +162,7 @@ class Curve:
         spec the roofline is of) names the roofline: its latencies at the table's nodes are
         then computed once per curve, not once per call, and the times at coordinates read
         before are the ones read then (a plan's shapes share most GEMM shapes: 6 in 10 reads
-        repeat), for grids of at most :data:`_TIMES_MEMO_POINTS` points."""
+        repeat), for grids of at most :data:`TIMES_MEMO_POINTS` points."""
         ckey = _coords_key(coords) if pure_key is not None else None
         if ckey is not None:
             ckey = (id(pure_key[0]),) + tuple(pure_key[1:]) + (mode,) + ckey
@@ -203,7 +203,7 @@ class Curve:
 
 #: Largest grid (points of the coordinates) whose times a curve keeps, and the most kept
 #: per curve (the oldest dropped beyond).
-_TIMES_MEMO_POINTS = 1 << 12
+TIMES_MEMO_POINTS = 1 << 12
 _TIMES_MEMO_CAP = 512
 
 
@@ -221,7 +221,7 @@ def _coords_key(coords) -> tuple | None:
             key.append(float(c))
         else:
             return None
-    return tuple(key) if points <= _TIMES_MEMO_POINTS else None
+    return tuple(key) if points <= TIMES_MEMO_POINTS else None
 
 
 _MISSING = object()
@@ -237,6 +237,8 @@ class DeviceTables:
         self._curves: dict[tuple, Curve | None] = {}
         self._text: dict[tuple, np.ndarray] = {}
         self._has: dict[str, bool] = {}
+        self._groups: dict[tuple, tuple] = {}
+        self._grids: dict[tuple, G.Grid] = {}
         self._files: dict[str, Rows] = {}
 
     def kernel_floor_s(self) -> float:
@@ -289,31 +291,27 @@ class DeviceTables:
         if curve is not _MISSING:
             return curve
         fam = FAMILIES[family]
-        df = self.rows(family)
-        mask = None
-        for k, v in exact.items():
-            text = self._text.get((family, k))
-            if text is None:            # a key's column as text, once per family
-                text = self._text[(family, k)] = df[k].astype(str)
-            mask = text == str(v) if mask is None else mask & (text == str(v))
-        df = df.where(mask) if mask is not None else df
+        df, cand = self._group(family, key[1], exact)
         curve = None
         if len(df):
-            src = G.MEASURED
+            src, best = G.MEASURED, ()
             if fam.nearest:
-                cand = np.stack([df[k].astype(float) for k in fam.nearest], axis=1)
-                _, first = np.unique(cand, axis=0, return_index=True)
-                cand = cand[np.sort(first)]          # distinct, in the table's order
                 want = np.array([float(nearest[k]) for k in fam.nearest])
                 dist = np.abs(np.log(cand) - np.log(want)).sum(axis=1)
-                best = cand[int(np.argmin(dist))]
+                best = tuple(cand[int(np.argmin(dist))])
                 if dist.min() > 1e-9:
                     src = G.EXTRAPOLATED
-                mask = np.ones(len(df), dtype=bool)
-                for k, v in zip(fam.nearest, best):
-                    mask &= np.isclose(df[k].astype(float), v)
-                df = df.where(mask)
-            grid = self._efficiency_grid(fam, df)
+            # the grid of the rows at the nearest keys, shared by every curve that fixes
+            # other axes of it (the GEMMs of one dtype: one grid, a reduction per (n, k))
+            gkey = (family, key[1], best)
+            grid = self._grids.get(gkey)
+            if grid is None:
+                if fam.nearest:
+                    mask = np.ones(len(df), dtype=bool)
+                    for k, v in zip(fam.nearest, best):
+                        mask &= np.isclose(df[k].astype(float), v)
+                    df = df.where(mask)
+                grid = self._grids[gkey] = self._efficiency_grid(fam, df)
             if fixed_axes:
                 idx = {fam.axes.index(a): math.log(v) for a, v in fixed_axes.items()}
                 grid, fsrc = G.reduce(grid, idx)
@@ -322,6 +320,30 @@ class DeviceTables:
         self._curves[key] = curve
         return curve
 
+
+    def _group(self, family: str, items: tuple, exact: dict):
+        """The family's rows with the ``exact`` keys, and the distinct values of its nearest
+        keys among them (rows by row, in the table's order; None without nearest keys),
+        once per family and exact keys."""
+        hit = self._groups.get((family, items))
+        if hit is not None:
+            return hit
+        fam = FAMILIES[family]
+        df = self.rows(family)
+        mask = None
+        for k, v in exact.items():
+            text = self._text.get((family, k))
+            if text is None:            # a key's column as text, once per family
+                text = self._text[(family, k)] = df[k].astype(str)
+            mask = text == str(v) if mask is None else mask & (text == str(v))
+        df = df.where(mask) if mask is not None else df
+        cand = None
+        if fam.nearest and len(df):
+            cand = np.stack([df[k].astype(float) for k in fam.nearest], axis=1)
+            _, first = np.unique(cand, axis=0, return_index=True)
+            cand = cand[np.sort(first)]          # distinct, in the table's order
+        self._groups[(family, items)] = (df, cand)
+        return df, cand
 
     def _efficiency_grid(self, fam: Family, df: "Rows") -> G.Grid:
         """ln(measured / roofline) on the rectangular grid of the group's shape axes.

@@ -15,6 +15,7 @@ from ..kernels import attention as katt
 from ..kernels import ops as kops
 from . import grid as G
 from . import measured as M
+from . import xp
 from .precision import compute_precision
 
 if TYPE_CHECKING:                       # annotations only
@@ -107,6 +108,17 @@ def attention_mode(per_point_parameter) -> str:
     """Attention rooflines are linear in the sequences; they depend on the coordinates only
     where their other parameter (draft tokens, the new share of a prompt) is one number."""
     return "separable" if np.ndim(per_point_parameter) == 0 else "linear_first"
+
+
+def roofline_key(hw, name, *params, per_point=()):
+    """An op's ``pure_key``: the hardware spec, the roofline's name, its scalar parameters
+    and the values of its per-point parameters (``per_point``, arrays: the draft tokens of
+    an attention roofline); None where those are a backend's values or a large grid (no
+    memo: the times are computed each time)."""
+    if not per_point:
+        return (hw, name, *params)
+    values = xp.memo_key(*per_point, max_points=M.TIMES_MEMO_POINTS)
+    return None if values is None else (hw, name, *params, values)
 
 
 def bmm_roofline_fn(hw, dtype, heads, k_dim, n_dim):

@@ -19,7 +19,7 @@ from . import measured as M
 from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
-from .op import Op, gemm, gemm_dtype
+from .op import Op, gemm, gemm_dtype, roofline_key
 from .precision import compute_precision
 
 __all__ = ["Op", "layer_ops", "moe_op", "other_kernel_count"]
@@ -154,6 +154,9 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
               precision=compute_precision(g.hw, g.eprec) or g.eprec, rate="moe",
               m_tokens=routed / np.maximum(distinct, 1e-9),
               family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
+              pure_key=roofline_key(g.hw, "moe", dtype, m.hidden_size,
+                                    m.expert_intermediate_size, m.experts_per_token,
+                                    m.n_routed_experts, g.moe_tp, g.ep, g.placement_imbalance),
               fallback=fused, params={"mean_routed": mean_routed})
 
 

@@ -19,7 +19,7 @@ from ...errors import SpecError
 from ...kernels import attention as katt
 from ...kernels import params as kparams
 from .. import measured as M
-from ..op import Op, attention_mode, gemm, kv_read_bytes, prefill_roofline_fn
+from ..op import Op, attention_mode, gemm, kv_read_bytes, prefill_roofline_fn, roofline_key
 from .base import AttentionKind, Memory
 
 
@@ -74,6 +74,7 @@ class GQA(AttentionKind):
                 fam, coords = "attention_decode", (seqs, ctx)
                 pure = (lambda b_, L_, nt=new_tokens:
                         M.gqa_decode_roofline_s(hw, kv_dtype, heads, kvh, d, b_, L_, nt))
+                key = roofline_key(hw, fam, kv_dtype, heads, kvh, d, per_point=(new_tokens,))
                 mode = attention_mode(new_tokens)
                 nbytes = (kv_read_bytes(seqs, kv_len, kvb_layer, window)
                           + katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer))
@@ -84,6 +85,8 @@ class GQA(AttentionKind):
                 pure = prefill_roofline_fn(M.gqa_prefill_roofline_s,
                                            (hw, kv_dtype, heads, kvh, d),
                                            new_tokens, cached_tokens, window=window)
+                key = roofline_key(hw, fam, kv_dtype, heads, kvh, d, window,
+                                   per_point=(new_tokens, cached_tokens))
                 mode = attention_mode(new_tokens / (new_tokens + cached_tokens))
                 nbytes = (katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb_layer)
                           + kv_read_bytes(seqs, cached_tokens, kvb_layer, window))
@@ -100,7 +103,7 @@ class GQA(AttentionKind):
             ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
                           precision=g.aprec, rate="attention", family=fam, keys=keys,
                           nearest={"num_heads": heads, "num_kv_heads": kvh},
-                          coords=coords, pure_fn=pure, roof_mode=mode))
+                          coords=coords, pure_fn=pure, pure_key=key, roof_mode=mode))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, m.hidden_size,
                         m.n_q_heads * m.head_dim_v / tp, g.wprec))
         return ops

@@ -20,7 +20,8 @@ from ...kernels import memory as kmem
 from ...kernels import ops as kops
 from ...kernels import params as kparams
 from .. import measured as M
-from ..op import Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes, prefill_roofline_fn
+from ..op import (Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes,
+                  prefill_roofline_fn, roofline_key)
 from .base import AttentionKind, Memory
 
 
@@ -104,18 +105,21 @@ class MLA(AttentionKind):
                                                                 output_bytes=0.0),
                               precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
                               fixed={"num_heads": heads}, coords=(T,),
-                              pure_fn=bmm_roofline_fn(hw, bdt, heads, k_dim, n_dim)))
+                              pure_fn=bmm_roofline_fn(hw, bdt, heads, k_dim, n_dim),
+                              pure_key=roofline_key(hw, fam, bdt, heads, k_dim, n_dim)))
             flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
                                                       kv_lora_rank=m.kv_lora_rank,
                                                       qk_rope_head_dim=m.qk_rope_head_dim)
             ops.append(Op("attention", "compute", "attn1", n_layers, flop=flop,
-                          hbm_bytes=kv_read_bytes(seqs, kv_len, kvl, None) + katt.kv_write_bytes(new_tokens=T,
-                                                              kv_bytes_per_token=kvl),
+                          hbm_bytes=(kv_read_bytes(seqs, kv_len, kvl, None)
+                                     + katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvl)),
                           precision=g.aprec, rate="attention", family="mla_decode",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
                           coords=(seqs, kv_len),
                           pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
                               hw, kv_dtype, heads, b_, L_, new_tokens, dims=M.mla_dims(m)),
+                          pure_key=roofline_key(hw, "mla_decode", kv_dtype, heads, M.mla_dims(m),
+                                                per_point=(new_tokens,)),
                           roof_mode=attention_mode(new_tokens)))
         else:
             prefix = seqs * cached_tokens
@@ -132,6 +136,8 @@ class MLA(AttentionKind):
                           pure_fn=prefill_roofline_fn(M.mla_prefill_roofline_s,
                                                       (hw, kv_dtype, heads), new_tokens,
                                                       cached_tokens, dims=M.mla_dims(m)),
+                          pure_key=roofline_key(hw, "mla_prefill", kv_dtype, heads, M.mla_dims(m),
+                                                per_point=(new_tokens, cached_tokens)),
                           roof_mode=attention_mode(new_tokens / (new_tokens + cached_tokens))))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, h, heads * m.head_dim_v, wp))
         return ops
