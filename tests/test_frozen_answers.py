@@ -6,7 +6,9 @@ at checkout d5eb109, before the "module per variant" restructuring).
 Reference values: the program's own output at that checkout (a regression oracle, not a
 truth). Tolerance: relative 1e-9 on every number, far below the printed digits (4-6
 significant) yet above the float reassociation a vectorised rewrite may bring (~1e-15).
-Keys may be added (a new label in the output); none may go or change.
+Keys may be added (a new label in the output); none may go or change. One string was
+edited since, on purpose: simulate's ``price_basis`` label of a user rate names
+``rental_usd_per_gpu_hour`` as every command's one label does (specs.prices.price_basis_label).
 """
 
 from __future__ import annotations

@@ -149,8 +149,15 @@ def _identifiers(tree: ast.AST) -> set[str]:
     return out - {""}
 
 
-@pytest.mark.parametrize("name", ["grid", "block", "cost"])
+PHYSICS = ["grid", "block", "cost", "ops", "op", "layer_mix", "geometry",
+           *(f"attention/{p.stem}" for p in sorted((PKG / "engine" / "attention").glob("*.py")))]
+
+
+@pytest.mark.parametrize("name", PHYSICS)
 def test_the_physics_does_not_know_it_is_traced(name):
+    """The physics (the grid and cost of a table, a block, the ops and their builders, the
+    attention kinds, the layer mix) never names the tracer's words: engine/xp.py carries
+    them."""
     said = _identifiers(ast.parse((PKG / "engine" / f"{name}.py").read_text())) & TRACER_WORDS
     assert not said, f"engine/{name}.py says {sorted(said)}; ask engine/xp.py's array operations"
 
@@ -421,7 +428,7 @@ def test_no_private_name_is_imported_from_another_folder(path):
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if _name(p).split(".")[0]
-                                  in ("analysis", "cli")], ids=_name)
+                                  in ("factory", "analysis", "cli")], ids=_name)
 def test_analysis_and_cli_reach_the_engine_through_its_public_names(path):
     """``from ..engine import name`` with ``name`` in ``engine.__all__``: never a module
     inside the engine (``engine.geometry``, ``engine.arrays``...), which may change."""

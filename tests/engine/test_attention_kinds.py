@@ -56,6 +56,10 @@ def test_the_layer_mix_and_memory_terms_come_from_the_kinds():
     L = np.array([100.0, 10_000.0])
     np.testing.assert_allclose(arch.sequence_bytes("bf16", L, 2),
                                (8 * B_TOK * L + 24 * SPAN * B_TOK) / 2, rtol=1e-12)
+    # what a prefill instance sends for a 1,000-token prompt; a state snapshot in a prefix
+    # cache counted in tokens of KV: 24 x 512 x B over 8 x B
+    assert arch.prefix_bytes("bf16", 1000.0) == 8 * B_TOK * 1000 + 24 * SPAN * B_TOK
+    assert arch.snapshot_tokens("bf16") == 24 * SPAN / 8
     # parameters: same projections as Llama-3.1-8B's attention, so the same totals
     llama = architecture(inf.load_model("Llama-3.1-8B"))
     assert arch.total_params == pytest.approx(llama.total_params, rel=1e-12)
@@ -140,3 +144,16 @@ def test_unknown_kind_parameters_are_refused(tmp_path):
     with pytest.raises(SpecError, match=r"attention\.params\.x is not a parameter of kind\(s\) "
                                         r"\['gqa', 'fixed_span'\]"):
         inf.load_model(str(bad))
+
+
+def test_a_model_without_kv_per_token_cannot_size_a_token_cache(tmp_path):
+    """Every layer of the toy kind: memory per sequence only, none per token of context."""
+    only = tmp_path / "Toy-Span-8B.toml"
+    only.write_text(TOY.read_text().replace("count = 24", "count = 32")
+                    .replace('[[layers]]\ncount = 8\nattention = "gqa"\nmlp = "dense"\n', ""))
+    arch = architecture(inf.load_model(str(only)))
+    assert arch.kv_bytes_per_token("bf16") == 0.0
+    assert arch.state_bytes_per_sequence("bf16") == 32 * SPAN * B_TOK
+    with pytest.raises(SpecError, match="keeps no KV per token"):
+        arch.snapshot_tokens("bf16")
+

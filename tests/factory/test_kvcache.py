@@ -144,6 +144,28 @@ def test_prefix_match_stops_at_first_missing_item():
     np.testing.assert_array_equal(r.hit_tokens, [0, 2])
 
 
+def test_a_state_snapshot_takes_room_but_hits_count_tokens():
+    """A model with per-sequence state keeps a snapshot with each cached item: it takes
+    ``snapshot_tokens`` of room beyond the item's tokens, and a hit still counts tokens.
+    Items 0 (4 tokens) and 1 (3), each request using both; HBM of 9 tokens, nothing else."""
+    tr = Trace(arrival_s=[0, 1], class_id=[0, 0], class_names=("x",), input_tokens=[8, 8],
+               output_tokens=[1, 1], chain_offsets=[0, 2, 4], chain_items=[0, 1, 0, 1],
+               item_tokens=[4, 3], own_item=[-1, -1], acceptance_rate=[0.5],
+               expert_skew=[0.0])
+    # without snapshots both items fit (7 <= 9): the second request hits 7 tokens
+    r = simulate_prefix_cache(tr, (9, 0, 0))
+    np.testing.assert_array_equal(r.hit_tokens, [0, 7])
+    # snapshots of 1 token each: 5 + 4 = 9 still fit, hits are still 7 tokens
+    r = simulate_prefix_cache(tr, (9, 0, 0), snapshot_tokens=1)
+    np.testing.assert_array_equal(r.hit_tokens, [0, 7])
+    assert r.peak_occupancy_tokens[0] == 9
+    # 2 tokens each (rounded up from 1.5): 6 + 5 > 9, item 0 is evicted by item 1: no hit
+    r = simulate_prefix_cache(tr, (9, 0, 0), snapshot_tokens=1.5)
+    np.testing.assert_array_equal(r.hit_tokens, [0, 0])
+    with pytest.raises(SpecError, match="snapshot_tokens"):
+        simulate_prefix_cache(tr, (9, 0, 0), snapshot_tokens=-1)
+
+
 def test_unbounded_cache_hits_every_repeat():
     tr = generate_trace(WorkloadSpec(
         n_requests=3000, arrival_rate_per_s=1.0, seed=0,

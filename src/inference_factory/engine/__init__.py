@@ -37,7 +37,8 @@ _LAZY = {"RESOURCES": ".block", "evaluate": ".evaluate", "evaluate_arrays": ".ar
          "structure_ln": ".uncertainty", "resolve_uncertainty": (".uncertainty", "resolve"),
          "with_mtp_acceptance": ".decode",
          "mtp_acceptance_by_position": ".decode", "decode_outputs": ".decode",
-         "architecture": ".layer_mix", "load_model": ".layer_mix"}
+         "architecture": ".layer_mix", "load_model": ".layer_mix",
+         "OpFactors": ".uncertainty", "perturbed": ".uncertainty", "strata": ".uncertainty"}
 
 __all__ = ["NUMERIC_AXES", "STRUCT_AXES", "CacheTier", "Overlap", *_LAZY]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import memory as kmem
 from ..specs import ModelSpec
@@ -154,6 +155,28 @@ class Architecture:
         """Bytes per sequence independent of context, over all layers."""
         return float(sum(g.layers * g.memory.bytes_per_sequence
                          for g in self.memory_groups(kv_precision)))
+
+    def snapshot_tokens(self, kv_precision: str) -> float:
+        """Room a state snapshot takes in a prefix cache counted in tokens of KV: the bytes
+        per sequence independent of context over the KV bytes per token (0 for KV-only
+        models). SpecError for a model with no KV per token at all (its cache cannot be
+        counted in tokens)."""
+        kv_tok = self.kv_bytes_per_token(kv_precision)
+        if kv_tok <= 0:
+            raise SpecError(f"{self.spec.path}: {self.spec.name!r} keeps no KV per token of "
+                            "context (every layer's memory is per sequence); a prefix cache "
+                            "counted in tokens cannot size it")
+        return self.state_bytes_per_sequence(kv_precision) / kv_tok
+
+    def prefix_bytes(self, kv_precision: str, tokens):
+        """Bytes of one sequence's cache after ``tokens`` tokens over all its layers (what a
+        prefill instance sends to a decode instance): every group's context term up to its
+        span and its per-sequence term, before any TP split."""
+        return sum(kmem.sequence_memory_bytes(
+            kv_len_tokens=tokens, bytes_per_token=g.layers * g.memory.bytes_per_token,
+            span_tokens=g.memory.span_tokens,
+            bytes_per_sequence=g.layers * g.memory.bytes_per_sequence, kv_split=1.0)
+            for g in self.memory_groups(kv_precision))
 
     def sequence_bytes(self, kv_precision: str, kv_len_tokens, tp: int):
         """Memory one sequence of ``kv_len_tokens`` tokens holds on one GPU of a TP group of

@@ -26,9 +26,9 @@ def simulate_bands(cfg, metrics: dict, uncertainty, *, trace=None, n: int | None
     stratum. The assumptions a factory config states (expert skew, acceptance per class)
     are the config's and are not drawn. Then widened by the decode device's
     model-structure term unless ``uncertainty="components"``. The point is not moved."""
-    from ..engine import resolve_realism
-    from ..engine.uncertainty import (OpFactors, perturbed, resolve, strata, structure_ln,
-                                      widened_band)
+    from ..engine import (OpFactors, perturbed, resolve_realism, strata, structure_ln,
+                          widened_band)
+    from ..engine import resolve_uncertainty as resolve
     from .simulate import config_trace, simulate
     from ..specs import load_hardware
 

@@ -18,7 +18,9 @@ stack cut in three: HBM holds the most recent items, DRAM the next, NVMe the nex
 slack each tier leaves when the next item does not fit).
 
 Capacities are in tokens; the caller converts bytes with ``capacity_bytes /
-kv_bytes_per_token``. The hit rate reported is the fraction of INPUT TOKENS served from cache
+kv_bytes_per_token``. A model with per-sequence state (a recurrent layer's) keeps a snapshot
+of it with each cached item: the item then takes ``snapshot_tokens`` more room (its bytes in
+tokens of KV), so tier occupancy and its peak count that room too, while hits count tokens. The hit rate reported is the fraction of INPUT TOKENS served from cache
 (DeepSeek's published metric), not the fraction of requests with a hit.
 """
 

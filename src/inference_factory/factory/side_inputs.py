@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.layer_mix import architecture
+from ..engine import architecture
 from ..errors import SpecError
 from ..kernels import memory as kmem
 from ..kernels import moe as kmoe
@@ -108,14 +108,3 @@ def config_trace(cfg: FactoryConfig) -> Trace:
                             f"allowed 1..{trace.n_requests:,}")
         return trace.head(cfg.trace_head) if cfg.trace_head else trace
     return generate_trace(cfg.workload)
-
-
-def state_snapshot_tokens(m: ModelSpec, kv_prec: str) -> float:
-    """Room a state snapshot takes in the prefix cache, in tokens of KV: the model's bytes per
-    sequence independent of context (a recurrent layer's state; 0 for KV-only models) over
-    its KV bytes per token. LIMITATION: a model with no KV per token at all (every layer
-    recurrent) is not sized here (its capacity in tokens is unbounded): 0."""
-    arch = architecture(m)
-    kv_tok = arch.kv_bytes_per_token(kv_prec)
-    return arch.state_bytes_per_sequence(kv_prec) / kv_tok if kv_tok > 0 else 0.0
-

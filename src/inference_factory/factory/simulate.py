@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import evaluate
-from ..engine.layer_mix import architecture
+from ..engine import architecture
 from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
@@ -34,7 +34,7 @@ from .kvcache import simulate_prefix_cache
 # the decode operating point and the side's inputs live next door; importable from here too
 from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
                               decode_grid, decode_point, static_batch_index)
-from .side_inputs import (_cache_capacity_tokens, state_snapshot_tokens, arrival_rate_per_s,  # noqa: F401
+from .side_inputs import (_cache_capacity_tokens, arrival_rate_per_s,  # noqa: F401
                           arrival_rate_source, config_trace, expert_popularity,
                           lever_precisions, static_batch_efficiency, with_config_class_params)
 from .workload import Trace
@@ -152,7 +152,9 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                                      target_utilization=cfg.target_utilization,
                                      unit_gpus=ppool.unit_gpus)
     caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p, float(gpus_p0))
-    snapshot_tokens = state_snapshot_tokens(m, prec_p["kv_precision"])
+    # a model with per-sequence state keeps a snapshot with each cached item (0 for KV only)
+    snapshot_tokens = (math.ceil(architecture(m).snapshot_tokens(prec_p["kv_precision"]))
+                       if lv.prefix_cache else 0)
     res = None
     fixed_hit = lv.cache_hit_rate if lv.prefix_cache else None
     if fixed_hit is not None:
@@ -162,7 +164,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         slowest = [t for t in ("hbm", "dram", "nvme") if t in lv.cache_tiers][-1]
         tier_tok = {t: hit_tok if t == slowest else np.zeros_like(inp) for t in ("hbm", "dram", "nvme")}
     elif lv.prefix_cache:
-        key = (id(trace), tuple(round(c, -3) for c in caps))
+        key = (id(trace), tuple(round(c, -3) for c in caps), snapshot_tokens)
         res = cache_result
         if res is None and cache_memo is not None:
             res = cache_memo.get(key)
@@ -259,9 +261,13 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     kv_tok = architecture(m).kv_bytes_per_token(prec_p["kv_precision"])
     tier_bw = {"hbm": hw_p.hbm_bw_bytes_per_s, "dram": hw_p.host_dram_bw_bytes_per_s,
                "nvme": hw_p.nvme_bw_bytes_per_s / hw_p.gpus_per_node}
-    # a hit restores its KV and, for a model with per-sequence state, one state snapshot
+    # a hit restores its KV and, for a model with per-sequence state, one state snapshot:
+    # the one at the end of the hit, in the slowest tier that holds part of it
+    last = {t: tier_tok[t] > 0 for t in ("hbm", "dram", "nvme")}
+    last["hbm"] = last["hbm"] & ~last["dram"] & ~last["nvme"]
+    last["dram"] = last["dram"] & ~last["nvme"]
     restore = sum(kcache.kv_restore_s(restored_tokens=tier_tok[t].astype(float)
-                                      + snapshot_tokens * (tier_tok[t] > 0),
+                                      + snapshot_tokens * last[t],
                                       kv_bytes_per_token=kv_tok, tier_bytes_per_s=tier_bw[t])
                   for t in ("dram", "nvme"))
     ttft = wait + static_wait + np.maximum(passes * t_pass, restore)

@@ -139,9 +139,11 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
         from ...engine import resolve_realism
         rl = resolve_realism(False, realism)
         link = hw.scale_out_bw_bytes_per_s * p_pool.tp * rl.out_frac
+        # the whole cache of the mean prompt: every layer group's context and per-sequence
+        # terms (a window's ring, a recurrent state), as bytes per prompt token
+        sent = architecture(m).prefix_bytes(axes.get("kv_precision", "bf16"), i_mean)
         transfer = float(ks.kv_transfer_s(prompt_tokens=i_mean,
-                                          kv_bytes_per_token=architecture(m).kv_bytes_per_token(
-                                              axes.get("kv_precision", "bf16")),
+                                          kv_bytes_per_token=sent / i_mean,
                                           link_bytes_per_s=link, latency_s=rl.out_latency_s))
     prompts = (np.asarray([10 * c for c in conc], dtype=float) if num_prompts is None
                else np.full(len(conc), float(num_prompts)))
