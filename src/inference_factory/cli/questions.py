@@ -166,11 +166,14 @@ def cheapest_cmd(model: str, hardware: Sequence[str], axes: dict, draft_model: s
 def default_shapes(model, hardware) -> list[dict[str, int]]:
     """Instance shapes ``cheapest`` tries when none is given: tp = 1, 2, 4, 8 for a dense
     model; for a MoE model also attention-DP x EP (dp = ep = 2..8) within one node."""
+    from ..engine import architecture
+
     node = min(h.gpus_per_node for h in hardware)
     sizes = [n for n in (1, 2, 4, 8, 16) if n <= node]
-    shapes: list[dict[str, int]] = [{"tp": n} for n in sizes if model.n_q_heads % n == 0]
+    tps = [n for n in sizes if architecture(model).tp_error(n) is None]   # whole heads
+    shapes: list[dict[str, int]] = [{"tp": n} for n in tps]
     if model.is_moe:
-        shapes += [{"tp": n, "ep": n} for n in sizes if n > 1 and model.n_q_heads % n == 0]
+        shapes += [{"tp": n, "ep": n} for n in tps if n > 1]
         shapes += [{"dp": n, "ep": n} for n in sizes if n > 1]
     return shapes
 

@@ -266,10 +266,12 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     prefill = _pool(p, doc.prefill, "prefill", base.prefill if base else None)
     decode = _pool(p, doc.decode, "decode", base.decode if base else None)
 
+    from ..engine import architecture      # numpy: loaded with a config, not the CLI
+
     for key, pool in (("prefill", prefill), ("decode", decode)):
-        if spec.n_q_heads % pool.tp:
-            raise SpecError(f"{p}: {key}.tp = {pool.tp} must divide the {spec.n_q_heads} "
-                            f"attention heads of {spec.name!r}")
+        why = architecture(spec).tp_error(pool.tp)     # each attention kind's heads split whole
+        if why:
+            raise SpecError(f"{p}: {key}.{why}")
 
     lv = doc.levers
     bl = base.levers if base else Levers()

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..economics import CostModel, gpu_cost_usd_per_hour
-from ...engine import with_mtp_acceptance
+from ...engine import architecture, with_mtp_acceptance
 from ...errors import SpecError
 from ...factory.config import Levers, lever_precisions
 from ...specs.grammar import PrecisionProfile, parse_precision
@@ -86,10 +86,11 @@ def candidate_shapes(model: ModelSpec, hw: HardwareSpec, max_gpus: int) -> list[
     within one node (scale-up domain), dp a power of two; for a MoE model ep is 1 (experts
     replicated, tensor-parallel) or the whole instance (one expert group per GPU)."""
     node = max(hw.gpus_per_node, hw.scale_up_domain_gpus)
+    arch = architecture(model)
     out = []
     for n in _powers_of_two(max_gpus):
         for tp in _powers_of_two(min(n, node)):
-            if model.n_q_heads % tp:
+            if arch.tp_error(tp):            # each attention kind's heads split whole
                 continue
             dp = n // tp
             eps = sorted({1, n}) if model.is_moe else [1]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ... import units
-from ...engine import NUMERIC_AXES
+from ...engine import NUMERIC_AXES, architecture
 from ...errors import SpecError
 from ...specs import load_hardware, load_model, schema
 
@@ -247,8 +247,9 @@ def _check_row(r: _Row) -> dict[str, Any]:
         raise r.fail("ep", f"model {m.name!r} is dense: ep must be 1 (or blank)")
     if not m.is_moe and redundant != 0:
         raise r.fail("redundant_experts", f"model {m.name!r} is dense: must be 0 (or blank)")
-    if m.n_q_heads % tp:
-        raise r.fail("tp", f"must divide the {m.n_q_heads} attention heads of {m.name!r}")
+    why = architecture(m).tp_error(tp)       # each attention kind's heads split whole
+    if why:
+        raise r.fail("tp", why.removeprefix(f"tp = {tp} "))
     if n_gpus % ep:
         raise r.fail("ep", f"must divide the instance's GPUs tp x dp = {n_gpus}")
     if m.is_moe and redundant > m.n_routed_experts:
