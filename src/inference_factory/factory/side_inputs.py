@@ -57,7 +57,7 @@ def static_batch_efficiency(output_tokens: np.ndarray, batch: int) -> float:
 
 
 
-def _cache_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_prec: str,
+def tier_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_prec: str,
                            weight_bytes_per_gpu: float, n_gpus: float) -> tuple[float, float, float]:
     """Token capacity of each tier over the prefill pool's GPUs: a share of the HBM left after
     weights and the runtime reserve, the hosts' DRAM and NVMe (per node, from the hardware)."""
@@ -66,6 +66,7 @@ def _cache_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_pr
     hw = load_hardware(pool.hardware)
     # prefix KV of the full-attention layers (sliding-window layers keep <= w tokens)
     kv_tok = architecture(m).kv_bytes_per_token(kv_prec)
+    architecture(m).snapshot_tokens(kv_prec)   # SpecError where no KV per token sizes a tier
     nodes = n_gpus / hw.gpus_per_node
     hbm = kmem.free_hbm_cache_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
                                     reserve_frac=load_realism().reserve_frac,

@@ -34,7 +34,7 @@ from .kvcache import simulate_prefix_cache
 # the decode operating point and the side's inputs live next door; importable from here too
 from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
                               decode_grid, decode_point, static_batch_index)
-from .side_inputs import (_cache_capacity_tokens, arrival_rate_per_s,  # noqa: F401
+from .side_inputs import (tier_capacity_tokens, arrival_rate_per_s,  # noqa: F401
                           arrival_rate_source, config_trace, expert_popularity,
                           lever_precisions, static_batch_efficiency, with_config_class_params)
 from .workload import Trace
@@ -151,7 +151,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     gpus_p0 = kserv.provisioned_gpus(busy_gpus=rate_mean * inp.mean() / rate0,
                                      target_utilization=cfg.target_utilization,
                                      unit_gpus=ppool.unit_gpus)
-    caps = _cache_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p, float(gpus_p0))
+    caps = tier_capacity_tokens(m, ppool, lv, prec_p["kv_precision"], w_bytes_p, float(gpus_p0))
     # a model with per-sequence state keeps a snapshot with each cached item (0 for KV only)
     snapshot_tokens = (math.ceil(architecture(m).snapshot_tokens(prec_p["kv_precision"]))
                        if lv.prefix_cache else 0)
