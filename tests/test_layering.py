@@ -429,7 +429,7 @@ def test_no_private_name_is_imported_from_another_folder(path):
 
 @pytest.mark.parametrize("path", [p for p in MODULES if _name(p).split(".")[0]
                                   in ("factory", "analysis", "cli")], ids=_name)
-def test_analysis_and_cli_reach_the_engine_through_its_public_names(path):
+def test_factory_analysis_and_cli_reach_the_engine_through_its_public_names(path):
     """``from ..engine import name`` with ``name`` in ``engine.__all__``: never a module
     inside the engine (``engine.geometry``, ``engine.arrays``...), which may change."""
     import inference_factory.engine as engine

@@ -152,6 +152,8 @@ class ModelSpec:
 
     @property
     def n_full_attention_layers(self) -> int:
+        """Layers without a sliding window, whatever their attention kind (what each kind
+        keeps per token is its own: ``engine.architecture(m).memory_groups``)."""
         return self.n_layers - self.n_sliding_window_layers
 
     def to_dict(self) -> dict[str, Any]:
