@@ -119,6 +119,10 @@ class ModelArchitecture(_Schema):
     max_position_embeddings: count(1, 1_000_000_000, "longest context, tokens")
 
 
+#: an attention kind's own parameters: names to scalars (its module checks them)
+KindParams = dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]]
+
+
 class ModelAttention(_Schema):
     kind: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", description=(
         "attention kind: a module of engine/attention (mha, gqa, mla, ...)"))]
@@ -133,10 +137,9 @@ class ModelAttention(_Schema):
     bias: Optional[flag("q/k/v projections carry a bias")] = None
     sliding_window: Optional[count(0, 1_000_000_000, "sliding window, tokens (0 = none)")] = None
     sliding_window_layers: Optional[count(0, 10_000, "layers with a sliding window")] = None
-    params: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
-        default_factory=dict, description=(
-            "parameters of the kind beyond the shared keys ([attention.params]); each kind "
-            "module of engine/attention states and checks its own"))
+    params: KindParams = Field(default_factory=dict, description=(
+        "parameters of the kind beyond the shared keys ([attention.params]); each kind "
+        "module of engine/attention states and checks its own"))
 
 
 class ModelLayerGroup(_Schema):
@@ -145,10 +148,9 @@ class ModelLayerGroup(_Schema):
         None, description="attention kind of these layers (default: attention.kind)")
     window: Optional[count(0, 1_000_000_000, "sliding window, tokens (0 = full context)")] = None
     mlp: Optional[Literal["dense", "moe"]] = Field(None, description="feed-forward kind")
-    params: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
-        default_factory=dict, description=(
-            "the attention kind's parameters for these layers, over [attention.params] (a "
-            "hybrid model's second kind states its own heads and dimensions here)"))
+    params: KindParams = Field(default_factory=dict, description=(
+        "the attention kind's parameters for these layers, over [attention.params] (a "
+        "hybrid model's second kind states its own heads and dimensions here)"))
 
 
 class ModelFfn(_Schema):
