@@ -8,16 +8,18 @@ no physics of its own.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
-import pandas as pd
 
 from ..engine import evaluate_arrays, mtp_acceptance_by_position
 from ..errors import SpecError
 from ..kernels import speculative as kspec
 from ..specs.realism import load_realism
 from .simulate import DecodeGrid, SideResult, decode_point
+
+if TYPE_CHECKING:       # pandas is imported where a waterfall is built (not on compare's path)
+    import pandas as pd
 
 #: TPOT targets of the speculation curve [s]
 DEFAULT_TPOT_TARGETS_S = (0.020, 0.025, 0.030, 0.035, 0.040, 0.050, 0.060, 0.080, 0.100)
@@ -258,6 +260,8 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
                  "change": rest})
     rows.append({"step": "factory", "kind": "end", "before": np.nan, "after": fact,
                  "change": np.nan})
+    import pandas as pd
+
     out = pd.DataFrame(rows)
     out.attrs.update({"metric": metric, "basis": basis, "log": log,
                       "config": str(result.get("config", "")), "model": str(result.get("model", ""))})
