@@ -53,16 +53,16 @@ ATTRIBUTION_METRICS = ("decode_tokens_per_s_per_gpu", "gpu_seconds", "usd_per_mt
 
 def trace_summary(trace: Trace) -> dict:
     """JSON-ready totals of a trace, with per-class shares."""
-    df = trace.summary()
+    cols = trace.summary_columns()        # per class, then all (no pandas on compare's path)
     return {
         "source": trace.source, "n_requests": int(trace.n_requests),
         "duration_s": float(trace.duration_s),
         "input_tokens": int(trace.input_tokens.sum()), "output_tokens": int(trace.output_tokens.sum()),
-        "reusable_prefix_frac": float(df.loc["all", "chain_tokens_frac"]),
-        "classes": {name: {"request_share": float(df.loc[name, "request_share_frac"]),
-                           "mean_input_tokens": float(df.loc[name, "mean_input_tokens"]),
-                           "mean_output_tokens": float(df.loc[name, "mean_output_tokens"])}
-                    for name in trace.class_names},
+        "reusable_prefix_frac": float(cols["chain_tokens_frac"][-1]),
+        "classes": {name: {"request_share": float(cols["request_share_frac"][i]),
+                           "mean_input_tokens": float(cols["mean_input_tokens"][i]),
+                           "mean_output_tokens": float(cols["mean_output_tokens"][i])}
+                    for i, name in enumerate(trace.class_names)},
     }
 
 

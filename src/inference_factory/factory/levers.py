@@ -8,16 +8,18 @@ no physics of its own.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
-import pandas as pd
 
-from ..engine import evaluate, mtp_acceptance_by_position
+from ..engine import evaluate_arrays, mtp_acceptance_by_position
 from ..errors import SpecError
 from ..kernels import speculative as kspec
 from ..specs.realism import load_realism
 from .simulate import DecodeGrid, SideResult, decode_point
+
+if TYPE_CHECKING:       # pandas is imported where a waterfall is built (not on compare's path)
+    import pandas as pd
 
 #: TPOT targets of the speculation curve [s]
 DEFAULT_TPOT_TARGETS_S = (0.020, 0.025, 0.030, 0.035, 0.040, 0.050, 0.060, 0.080, 0.100)
@@ -103,13 +105,15 @@ def expert_balance(side: SideResult) -> dict | None:
     dp_ = c["decode_point"]
     out = {}
     for label, r in (("without", 0), ("with", c["redundant_experts"])):
-        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **c["precisions"],
-                      overlap=c["overlap"], redundant_experts=r, batch_size=dp_.batch,
-                      kv_len=c["kv_len"], expert_popularity=c["popularity"])
-        out[label] = {"expert_efficiency": float(ds.expert_efficiency_frac),
-                      "busiest_rank_load_over_mean": 1.0 / float(ds.expert_efficiency_frac),
-                      "decode_step_s": float(ds.decode_step_s),
-                      "binding": str(ds.decode_binding_resource.values)}
+        ds = evaluate_arrays(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep,
+                             **c["precisions"], overlap=c["overlap"], redundant_experts=r,
+                             batch_size=dp_.batch, kv_len=c["kv_len"],
+                             expert_popularity=c["popularity"])
+        eff = float(np.asarray(ds["expert_efficiency_frac"]).reshape(-1)[0])
+        out[label] = {"expert_efficiency": eff,
+                      "busiest_rank_load_over_mean": 1.0 / eff,
+                      "decode_step_s": float(np.asarray(ds["decode_step_s"]).reshape(-1)[0]),
+                      "binding": str(np.asarray(ds["decode_binding_resource"]).reshape(-1)[0])}
     out["redundant_experts"] = int(c["redundant_experts"])
     out["ep"] = int(pool.ep)
     out["step_time_ratio"] = out["with"]["decode_step_s"] / out["without"]["decode_step_s"]
@@ -256,6 +260,8 @@ def lever_waterfall(result: Mapping[str, Any], metric: str = "usd_per_mtok_outpu
                  "change": rest})
     rows.append({"step": "factory", "kind": "end", "before": np.nan, "after": fact,
                  "change": np.nan})
+    import pandas as pd
+
     out = pd.DataFrame(rows)
     out.attrs.update({"metric": metric, "basis": basis, "log": log,
                       "config": str(result.get("config", "")), "model": str(result.get("model", ""))})

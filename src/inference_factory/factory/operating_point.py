@@ -1,7 +1,9 @@
-"""The decode operating point of one side: engine decode step times over (class, draft depth,
-batch) for a pool (:func:`decode_grid`), and the depths and batch chosen from them for a TPOT
-SLO (:func:`decode_point`), under continuous or static batching (:func:`static_batch_index`).
-Every step time comes from the engine (:func:`inference_factory.engine.evaluate`)."""
+"""The operating points of one side: the prefill pass over candidate batches
+(:func:`prefill_arrays`); engine decode step times over (class, draft depth, batch) for a pool
+(:func:`decode_grid`), and the depths and batch chosen from them for a TPOT SLO
+(:func:`decode_point`), under continuous or static batching (:func:`static_batch_index`).
+Every step time comes from the engine (:func:`inference_factory.engine.evaluate_arrays`).
+:func:`memoised` keeps engine results within one run (compare's sides share most of them)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..engine import evaluate, mtp_acceptance_by_position
+from ..engine import evaluate_arrays, mtp_acceptance_by_position
 from ..kernels import roofline as kroof
 from ..kernels.serving import static_fill_time_s
 from ..specs import ModelSpec
@@ -78,37 +80,78 @@ def _on_grid(da, dims: tuple[str, ...], shape: tuple[int, ...]) -> np.ndarray:
     return np.array(np.broadcast_to(v, shape))
 
 
+def _full(v, shape: tuple[int, ...]) -> np.ndarray:
+    """An output of :func:`~inference_factory.engine.evaluate_arrays` (broadcastable to
+    ``shape``) as a full array of that shape."""
+    return np.array(np.broadcast_to(np.asarray(v), shape))
+
+
+def array_key(a) -> tuple | None:
+    """A hashable stand-in for an array's values (dtype, shape and bytes); None stays None."""
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a)
+    return (a.dtype.str, a.shape, a.tobytes())
+
+
+def memoised(memo: dict | None, key: tuple, keep: tuple, compute):
+    """``compute()``, kept in ``memo`` under ``key`` (no memo: computed each time). ``keep``
+    holds the objects whose ``id`` is in the key alive with the entry, so no later object
+    can take an id over while the entry stands."""
+    if memo is None:
+        return compute()
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (compute(), keep)
+    return hit[0]
+
+
 def decode_grid(cfg: FactoryConfig, m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict,
                 trace: Trace, kv_len: float, out_share: np.ndarray, levers: Levers,
-                popularity, *, speculative: bool | None = None) -> DecodeGrid:
+                popularity, *, speculative: bool | None = None,
+                memo: dict | None = None) -> DecodeGrid:
     """Evaluate the decode step of every class over the batch grid and the draft depths the
     speculative lever allows (depth 0 only when it is off). Acceptance per position decays
     geometrically from each class's first-position acceptance (``configs/realism.toml``
-    ``[speculative]``)."""
+    ``[speculative]``). With ``memo`` a grid already evaluated on the same inputs is reused
+    (the sides of one compare share most of them; grids are read, never changed)."""
     spec_on = levers.speculative if speculative is None else speculative
+    rl = kw.get("realism")
+    key = ("decode_grid", id(m), pool, tuple(sorted(prec.items())),
+           tuple(sorted((k, id(v) if k == "realism" else v) for k, v in kw.items())),
+           float(kv_len), array_key(np.asarray(out_share, dtype=float)),
+           array_key(np.asarray(trace.acceptance_rate, dtype=float)), len(trace.class_names),
+           bool(spec_on), array_key(popularity))
+    return memoised(memo, key, (m, rl), lambda: _decode_grid(
+        m, pool, prec, kw, trace, kv_len, out_share, spec_on, popularity))
+
+
+def _decode_grid(m: ModelSpec, pool: PoolConfig, prec: dict, kw: dict, trace: Trace,
+                 kv_len: float, out_share: np.ndarray, spec_on: bool, popularity) -> DecodeGrid:
     n_cls = len(trace.class_names)
     max_b = pool.max_batch_per_gpu * pool.tp
     grid = _batch_grid(max_b)
     depths = list(range(pool.max_draft_depth + 1)) if (spec_on and m.n_mtp_modules) else [0]
-    step = np.empty((n_cls, len(depths), grid.size))
+    shape = (len(depths), grid.size)
+    step = np.empty((n_cls, *shape))
     toks = np.empty((n_cls, len(depths)))
-    draft = np.empty((n_cls, len(depths), grid.size))
+    draft = np.empty((n_cls, *shape))
     fits = binding = eff = None
-    dims = ("draft_depth", "batch_size")
+    d_axis = np.asarray(depths, dtype=float)[:, None]
     for c in range(n_cls):
         acc = mtp_acceptance_by_position(float(trace.acceptance_rate[c]),
                                          max(max(depths), 1))
-        ds = evaluate(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
-                      batch_size=list(grid), kv_len=kv_len, draft_depth=depths,
-                      acceptance_by_position=list(acc), expert_popularity=popularity)
-        step[c] = _on_grid(ds.decode_step_s, dims, step.shape[1:])
-        draft[c] = _on_grid(ds.decode_draft_s, dims, step.shape[1:])
+        r = evaluate_arrays(m, pool.hardware, tp=pool.tp, dp=pool.dp, ep=pool.ep, **prec, **kw,
+                            batch_size=grid[None, :], kv_len=kv_len, draft_depth=d_axis,
+                            acceptance_by_position=list(acc), expert_popularity=popularity)
+        step[c] = _full(r["decode_step_s"], shape)
+        draft[c] = _full(r["decode_draft_s"], shape)
         # batch-independent; a one-point batch grid carries it along batch_size too
-        toks[c] = _on_grid(ds.tokens_per_step, dims, step.shape[1:])[:, 0]
+        toks[c] = _full(r["tokens_per_step"], shape)[:, 0]
         if fits is None:
-            fits = float(np.min(ds.max_batch_size.values))
-            binding = _on_grid(ds.decode_binding_resource, dims, step.shape[1:])
-            eff = _on_grid(ds.expert_efficiency_frac, dims, step.shape[1:])
+            fits = float(np.min(r["max_batch_size"]))
+            binding = _full(r["decode_binding_resource"], shape)
+            eff = _full(r["expert_efficiency_frac"], shape)
     return DecodeGrid(batch=grid, depths=np.array(depths), step_s=step, draft_s=draft,
                       tokens_per_step=toks, binding=binding, expert_efficiency=eff,
                       fits_batch_max=fits, out_share=out_share, tp=pool.tp, dp=pool.dp)
@@ -186,3 +229,19 @@ def static_batch_index(g: DecodeGrid, pool: PoolConfig, rate_per_s: float, ttft_
         ok &= g.batch <= pool.static_batch_per_gpu * pool.tp
     meets = ok & (g.tpot_max <= tpot_slo_s).any(axis=0)
     return int(np.flatnonzero(meets)[-1]) if meets.any() else 0
+
+
+def prefill_arrays(m: ModelSpec, ppool: PoolConfig, prec_p: dict, overlap: str,
+                   redundant_p: int, p_bar: float, batches: np.ndarray, hit: float, pop,
+                   rl_kw: dict):
+    """The prefill pass over ``batches`` prompts per pass: (step time [s], computed tokens/s
+    per GPU, one per batch; weight bytes per GPU) from the engine."""
+    r = evaluate_arrays(m, ppool.hardware, tp=ppool.tp, dp=ppool.dp, ep=ppool.ep, **prec_p,
+                        overlap=overlap, redundant_experts=redundant_p, prompt_len=p_bar,
+                        prefill_batch_size=batches, cache_hit_rate=hit,
+                        expert_popularity=pop, **rl_kw)
+    shape = batches.shape
+    return (np.array(np.broadcast_to(r["prefill_step_s"], shape), dtype=float),
+            np.array(np.broadcast_to(r["prefill_computed_tokens_per_s_per_gpu"], shape),
+                     dtype=float),
+            float(np.asarray(r["weight_bytes_per_gpu"]).reshape(-1)[0]))

@@ -1,6 +1,7 @@
 """Run one request trace through one serving configuration ("side"): baseline or factory.
 
-Every throughput figure comes from the roofline engine (:func:`inference_factory.evaluate`);
+Every throughput figure comes from the roofline engine (:func:`inference_factory.evaluate`,
+on arrays: :func:`inference_factory.engine.evaluate_arrays`);
 this module adds no physics of its own. It decides *operating points* (decode batch, draft
 depth per class, prefill chunk) from engine grids, sizes the fleet with Little's law and the
 diurnal load, turns the trace's prefix reuse into cache hits (exact LRU simulation over the
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import evaluate
+from ..engine import evaluate_arrays
 from ..engine import architecture
 from ..errors import SpecError
 from ..kernels import cache as kcache
@@ -33,7 +34,8 @@ from .config import FactoryConfig
 from .kvcache import simulate_prefix_cache
 # the decode operating point and the side's inputs live next door; importable from here too
 from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
-                              decode_grid, decode_point, static_batch_index)
+                              array_key, decode_grid, decode_point, memoised,
+                              prefill_arrays, static_batch_index)
 from .side_inputs import (tier_capacity_tokens, arrival_rate_per_s,  # noqa: F401
                           arrival_rate_source, config_trace, expert_popularity,
                           lever_precisions, static_batch_efficiency, with_config_class_params)
@@ -96,7 +98,9 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     # realism.toml's default skew is fitted in), as evaluate and plan use it; several: each
     # class's hot set on its own seeded permutation, mixed
     pop = (kmoe.zipf_popularity(n_experts=m.n_routed_experts, skew=float(trace.expert_skew[0]))
-           if m.is_moe and n_cls == 1 else expert_popularity(m, trace, cfg.workload.seed))
+           if m.is_moe and n_cls == 1 else memoised(
+               cache_memo, ("expert_popularity", id(m), id(trace), cfg.workload.seed), (m, trace),
+               lambda: expert_popularity(m, trace, cfg.workload.seed)))
 
     inp = trace.input_tokens.astype(float)
     out = trace.output_tokens.astype(float)
@@ -105,7 +109,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
 
     # ---- decode grid (operating point chosen below, once the arrival rate is known)
     kw_d = dict(overlap=overlap, redundant_experts=redundant_d, **rl_kw)
-    dgrid = decode_grid(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop)
+    dgrid = decode_grid(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop,
+                        memo=cache_memo)
     rate_mean = arrival_rate_per_s(cfg, trace)
 
     # ---- prefill: first pass sized without cache hits, to size the cache tiers
@@ -119,22 +124,22 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         chunks = np.unique(np.geomspace(512, max(ppool.tokens_per_gpu, 512), 12).round())
         per_prompt = max((1.0 - hit) * p_bar, 1.0)
         b = np.maximum(chunks * ppool.tp / per_prompt, 1.0)
-        ds = evaluate(m, ppool.hardware, tp=ppool.tp, dp=ppool.dp, ep=ppool.ep, **prec_p,
-                      overlap=overlap, redundant_experts=redundant_p, prompt_len=p_bar,
-                      prefill_batch_size=list(np.unique(b)), cache_hit_rate=min(hit, 0.999),
-                      expert_popularity=pop, **rl_kw)
-        t = np.atleast_1d(ds.prefill_step_s.values)
-        r = np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)
+        pbs = np.unique(b)
+        key = ("prefill", id(m), ppool, tuple(sorted(prec_p.items())), overlap, redundant_p,
+               p_bar, array_key(pbs), min(hit, 0.999), array_key(pop), id(realism))
+        t, r, w_bytes = memoised(cache_memo, key, (m, realism), lambda: prefill_arrays(
+            m, ppool, prec_p, overlap, redundant_p, p_bar, pbs, min(hit, 0.999), pop, rl_kw))
         wait = prompt_queue_wait_s(utilization=rho, tokens_per_s=r * ppool.unit_gpus,
                                    mean_tokens=(1.0 - hit) * inp.mean(),
                                    mean_sq_tokens=(1.0 - hit) ** 2 * (inp * inp).mean())
         ok = kserv.p99_ttft_s(pass_s=t, mean_wait_s=wait, utilization=rho) <= cfg.ttft_slo_s
         i = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
-        bb = float(np.atleast_1d(ds.prefill_batch_size.values)[i])
-        return (float(np.atleast_1d(ds.prefill_computed_tokens_per_s_per_gpu.values)[i]),
-                float(t[i]), float(ds.weight_bytes_per_gpu), bb * per_prompt)
+        bb = float(pbs[i])
+        return float(r[i]), float(t[i]), w_bytes, bb * per_prompt
 
     rate0, t_pass0, w_bytes_p, _ = prefill_rate(0.0)
+
+    static_eff_by_batch: dict[int, float] = {}
 
     def choose_decode(tpot_budget_s: float):
         """Decode operating point and its throughput (static batching's efficiency applied)
@@ -144,7 +149,10 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
             return pt, 1.0, pt.tput_per_gpu
         idx = static_batch_index(dgrid, dpool, rate_mean, cfg.ttft_slo_s - t_pass0, tpot_budget_s)
         pt = decode_point(dgrid, tpot_budget_s, batch_index=idx)
-        eff = static_batch_efficiency(trace.output_tokens, int(pt.batch * dpool.dp))
+        n = int(pt.batch * dpool.dp)           # the colocated search asks the same few again
+        eff = static_eff_by_batch.get(n)
+        if eff is None:
+            eff = static_eff_by_batch[n] = static_batch_efficiency(trace.output_tokens, n)
         return pt, eff, pt.tput_per_gpu * eff
 
     dp_, static_eff, decode_tput = choose_decode(cfg.tpot_slo_s)
@@ -275,6 +283,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     # every hour's occupancy, weighted by that hour's load (TTFT does not depend on the hour)
     tpot_ch = step_h[None, :] / dp_.tokens_per_step[:, None] * interference   # (class, hour)
     n_c = np.bincount(trace.class_id, minlength=n_cls).astype(float)
+    ttft_q = np.percentile(ttft, [50, 99])      # one partition for both
     tpot_p50, tpot_p99 = _weighted_percentiles(tpot_ch.ravel(), (n_c[:, None] * f[None, :]).ravel(),
                                                (50, 99))
     ttft_ok_tokens = np.bincount(trace.class_id, weights=out * (ttft <= cfg.ttft_slo_s),
@@ -360,7 +369,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "colocated_interference": interference,
         "decode_batch_per_instance": dp_.batch * dpool.dp,
         "meets_tpot_slo_at_operating_batch": dp_.meets_slo,
-        "ttft_p50_s": float(np.percentile(ttft, 50)), "ttft_p99_s": float(np.percentile(ttft, 99)),
+        "ttft_p50_s": float(ttft_q[0]), "ttft_p99_s": float(ttft_q[1]),
         "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,
         "goodput_frac": goodput,
         "goodput_tokens_per_s_per_gpu": out_per_s * goodput / gpus_avg,

@@ -362,6 +362,27 @@ class Trace:
         df.attrs["source"] = self.source
         return df
 
+    def summary_columns(self) -> dict[str, np.ndarray]:
+        """The columns of :meth:`summary` as arrays (one value per class, then ``all``),
+        without pandas."""
+        cid = self.class_id.astype(np.int64)
+        k = len(self.class_names)
+        n = np.bincount(cid, minlength=k)
+        inp = np.bincount(cid, weights=self.input_tokens, minlength=k)
+        out = np.bincount(cid, weights=self.output_tokens, minlength=k)
+        chn = np.bincount(cid, weights=self.chain_tokens, minlength=k)
+        n, inp, out, chn = (np.append(a, a.sum()) for a in (n, inp, out, chn))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {
+                "n_requests": n.astype(np.int64),
+                "request_share_frac": n / max(self.n_requests, 1),
+                "input_tokens": inp.astype(np.int64),
+                "output_tokens": out.astype(np.int64),
+                "mean_input_tokens": inp / n,
+                "mean_output_tokens": out / n,
+                "chain_tokens_frac": chn / inp,
+            }
+
     def summary(self):
         """Per-class totals and means, plus an ``all`` row (pandas DataFrame).
 
@@ -370,24 +391,8 @@ class Trace:
         """
         import pandas as pd
 
-        cid = self.class_id.astype(np.int64)
-        k = len(self.class_names)
-        n = np.bincount(cid, minlength=k)
-        inp = np.bincount(cid, weights=self.input_tokens, minlength=k)
-        out = np.bincount(cid, weights=self.output_tokens, minlength=k)
-        chn = np.bincount(cid, weights=self.chain_tokens, minlength=k)
-        rows = list(self.class_names) + ["all"]
-        n, inp, out, chn = (np.append(a, a.sum()) for a in (n, inp, out, chn))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            df = pd.DataFrame({
-                "n_requests": n.astype(np.int64),
-                "request_share_frac": n / max(self.n_requests, 1),
-                "input_tokens": inp.astype(np.int64),
-                "output_tokens": out.astype(np.int64),
-                "mean_input_tokens": inp / n,
-                "mean_output_tokens": out / n,
-                "chain_tokens_frac": chn / inp,
-            }, index=pd.Index(rows, name="class_name"))
+        df = pd.DataFrame(self.summary_columns(),
+                          index=pd.Index(list(self.class_names) + ["all"], name="class_name"))
         df.attrs.update(n_requests=self.n_requests, duration_s=self.duration_s,
                         request_rate_per_s=(self.n_requests / self.duration_s
                                             if self.duration_s > 0 else math.nan),
