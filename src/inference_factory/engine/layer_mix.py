@@ -218,8 +218,6 @@ class Architecture:
         their layers."""
         keys = [(self._kind(at).other_kernels_key, n)
                 for at, n in (self.groups() if groups is None else groups)]
-        if len({key for key, _ in keys}) == 1:      # one kind: its count, exactly
-            return table[keys[0][0]]
         return sum(table[key] * n for key, n in keys) / sum(n for _, n in keys)
 
     # -- what `models show` prints ---------------------------------------------------------------
