@@ -2,17 +2,21 @@
 
 
 def gqa_attention_params(*, hidden_size, n_q_heads, n_kv_heads, head_dim_qk, head_dim_v,
-                         bias=False):
+                         bias=False, output_gate=False):
     r"""Parameters of one MHA/GQA attention block (Q, K, V, O projections).
 
     .. math:: P = h(n_q d_{qk} + n_{kv} d_{qk} + n_{kv} d_v) + n_q d_v h
+              \;[+\; n_q d_v h \text{ output gate}]
               \;[+\; n_q d_{qk} + n_{kv}(d_{qk}+d_v) + h \text{ biases}]
 
     MHA is the case n_kv = n_q. Source: the Q/K/V/O projection shapes of the Hugging Face
-    ``LlamaAttention`` / ``GptOssAttention`` modules (config.json fields).
+    ``LlamaAttention`` / ``GptOssAttention`` modules (config.json fields); the output gate
+    (``attn_output_gate``) widens ``q_proj`` to query and gate, HF ``Qwen3NextAttention``.
     """
     p = hidden_size * (n_q_heads * head_dim_qk + n_kv_heads * (head_dim_qk + head_dim_v))
     p = p + n_q_heads * head_dim_v * hidden_size
+    if output_gate:
+        p = p + n_q_heads * head_dim_v * hidden_size
     if bias:
         p = p + n_q_heads * head_dim_qk + n_kv_heads * (head_dim_qk + head_dim_v) + hidden_size
     return p

@@ -1,6 +1,9 @@
 """Multi-head and grouped-query attention (MHA is GQA with as many KV heads as query heads),
 over the whole context or a sliding window, with or without attention sinks (a sink is one
-learned logit per head: no bytes and no FLOPs the roofline sees).
+learned logit per head: no bytes and no FLOPs the roofline sees), with or without an output
+gate (``params.output_gate``, config ``attn_output_gate``: the query projection also gives a
+sigmoid gate of n_q x d_v per token, HF ``Qwen3NextAttention``; Qwen3-Next / Qwen3.5's full
+layers).
 
 Per layer and token the cache holds K and V of every KV head,
 ``kernels.params.gqa_kv_bytes_per_token_per_layer``; a window layer keeps at most its window.
@@ -26,6 +29,8 @@ from .base import AttentionKind, Memory
 class GQA(AttentionKind):
     name = "gqa"
     other_kernels_key = "gqa"
+    param_keys = {"output_gate": "the query projection also gives a sigmoid output gate "
+                                 "(attn_output_gate)"}
 
     def check(self, m, at):
         if m.n_q_heads % m.n_kv_heads:
@@ -35,7 +40,8 @@ class GQA(AttentionKind):
     def params_per_layer(self, m, at):
         return kparams.gqa_attention_params(
             hidden_size=m.hidden_size, n_q_heads=m.n_q_heads, n_kv_heads=m.n_kv_heads,
-            head_dim_qk=m.head_dim_qk, head_dim_v=m.head_dim_v, bias=m.attention_bias)
+            head_dim_qk=m.head_dim_qk, head_dim_v=m.head_dim_v, bias=m.attention_bias,
+            output_gate=bool(at.get("output_gate", False)))
 
     def memory(self, m, kv_precision, at):
         window = at.window
@@ -58,6 +64,8 @@ class GQA(AttentionKind):
         kvh = max(m.n_kv_heads / tp, 1.0)
         # KV heads are replicated where TP exceeds their count
         qkv_n = m.n_q_heads * m.head_dim_qk / tp + kvh * (m.head_dim_qk + m.head_dim_v)
+        if at.get("output_gate", False):        # the gate's columns, split by query heads
+            qkv_n = qkv_n + m.n_q_heads * m.head_dim_v / tp
         ops = [gemm(g, "qkv", "attn0", n_layers, T, qkv_n, m.hidden_size, g.wprec)]
         kvb_layer = self.memory(m, g.kvprec, at).bytes_per_token / self.kv_split(m, tp, at)
         decode = p.phase == "decode"
