@@ -95,6 +95,11 @@ class ModelSpec:
         fmt = self.expert_format if experts else self.weight_format
         if precision == stored and fmt:
             return fmt
+        if experts and precision == self.weight_precision and self.weight_format:
+            # experts requantised to the precision of the checkpoint's other weights take
+            # their scaling too (DeepSeek-V4's FP8 requant, sgl-project/DeepSeek-V4-Flash-FP8:
+            # 128x128 blocks throughout), as a file declaring both in it would
+            return self.weight_format
         return QUANT_FORMATS.get(precision, (precision,))[0]
 
     # -- structure ---------------------------------------------------------------------------
