@@ -19,6 +19,7 @@ from . import measured as M
 from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
+from .hyper_connections import mhc_ops
 from .op import Op, gemm, gemm_dtype, roofline_key
 from .precision import compute_precision
 
@@ -45,6 +46,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     ops += attention_ops(g, L.attention, Pass(seqs=seqs, new_tokens=new_tokens,
                                               cached_tokens=cached_tokens, kv_len=kv_len,
                                               tokens=T, phase=phase))
+
+    ops += mhc_ops(g, L.n_total, T)      # DeepSeek-V4's residual streams (none elsewhere)
 
     # ---- feed-forward -------------------------------------------------------------------------
     if L.n_dense_ffn:

@@ -75,6 +75,7 @@ class RealismOtherKernels(_Schema):
     mla: _kernels("small kernels per MLA block")
     gqa: _kernels("small kernels per GQA block")
     linear: _kernels("small kernels per linear-attention (GDN / KDA) block")
+    compressed: _kernels("small kernels per compressed-attention block (DeepSeek-V4)")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")

@@ -117,6 +117,9 @@ class ModelArchitecture(_Schema):
     vocab_size: count(1, 100_000_000, "vocabulary size")
     tied_embeddings: flag("input embedding and lm_head share weights")
     max_position_embeddings: count(1, 1_000_000_000, "longest context, tokens")
+    hyper_connections: Optional[count(0, 64, "residual streams of hyper-connections (mHC "
+                                      "hc_mult; 0 = a plain residual)")] = None
+    hyper_connection_sinkhorn_iters: Optional[count(0, 1000, "Sinkhorn iterations of mHC")] = None
 
 
 #: an attention kind's own parameters: names to scalars (its module checks them)
