@@ -118,3 +118,16 @@ def test_deepseek_ep8_moe_reads_the_deepseek_rows():
     per_layer = float(ds.decode_op_time_s.sel(op="moe")) / m.n_moe_layers
     assert per_layer == pytest.approx(99.21e-6 * 8 / 9, rel=0.05)
     assert set(np.unique(ds.decode_op_source.sel(op="moe").values)) == {"extrapolated"}
+
+
+def test_footing_names_the_amd_tables():
+    """What plan's footing line and roofline's 'tables' row print: the backends that measured
+    each device's tables (the AMD ones by name), with versions and tables in detail."""
+    from inference_factory.analysis.plan.footing import measured_tables
+
+    assert measured_tables("MI300X") == "aiter, rccl"
+    assert measured_tables("MI325X") == "aiter, rccl"        # MI300X's tables
+    assert measured_tables("MI355X") == "aiter"
+    assert measured_tables("H20-96GB") == ""
+    assert measured_tables("MI300X", detail=True) == (
+        "aiter 0.1.7.post2.dev18/e4048607a5 (gemm, moe); rccl rccl-tests ae3e635 (allreduce)")
