@@ -245,6 +245,8 @@ def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]
 
 def _footing_note(recs) -> str:
     """One line under the table: what each device's costs stand on."""
+    from ..analysis.plan.footing import measured_tables
+
     if "footing" not in recs:
         return ""
     parts = []
@@ -253,7 +255,9 @@ def _footing_note(recs) -> str:
         pct = f" ({100 * share:.0f}% of GPU time on measured tables)" if (
             isinstance(share, float) and math.isfinite(share) and r["footing"] != "roofline-only"
         ) else ""
-        parts.append(f"{r['hardware']} {r['footing'] or 'unknown'}{pct}")
+        tables = measured_tables(r["hardware"]) if r["footing"] != "roofline-only" else ""
+        parts.append(f"{r['hardware']} {r['footing'] or 'unknown'}{pct}"
+                     + (f" [tables: {tables}]" if tables else ""))
     return "\nfooting: " + "; ".join(parts) + ("; a roofline-only device ranks on its "
                                                "datasheet" if any(
                                                    recs["footing"] == "roofline-only") else "")
