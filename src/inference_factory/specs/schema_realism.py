@@ -74,6 +74,7 @@ def _kernels(doc: str):
 class RealismOtherKernels(_Schema):
     mla: _kernels("small kernels per MLA block")
     gqa: _kernels("small kernels per GQA block")
+    dsa: _kernels("small kernels per DSA block (MLA's and the indexer's)")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")
