@@ -71,7 +71,7 @@ def table_dims(architecture: str) -> DsaDims:
 
 
 def dsa_core_work(d: DsaDims, *, seqs, new_tokens, cached_tokens, heads, latent_bytes_per_token,
-                  kv_len=None):
+                  kv_len=None, absorbed=True):
     """FLOPs and HBM bytes of the DSA-specific parts of one layer for ``seqs`` sequences each
     adding ``new_tokens`` after ``cached_tokens``, reading the index keys of ``kv_len``
     tokens (default all of them): {part: (flop, bytes, precision)} for
@@ -80,7 +80,9 @@ def dsa_core_work(d: DsaDims, *, seqs, new_tokens, cached_tokens, heads, latent_
     ``attention`` (the sparse absorbed MLA core over min(position, k) tokens per query, each
     query gathering its selected latents; the new tokens' latent and index key written).
     A layer without its own indexer (IndexShare) has no ``indexer`` or ``topk`` part and
-    writes no index key."""
+    writes no index key. ``absorbed`` False: the core in MHA form (prefill: per-head keys and
+    values expanded from the latents by ``kv_b``, as MLA's prefill; its traffic the latent
+    write only, as there)."""
     kv_len = new_tokens + cached_tokens if kv_len is None else kv_len
     ik = ksa.indexer_k_bytes_per_token(index_head_dim=d.index_dim)
     out = {}
@@ -97,14 +99,19 @@ def dsa_core_work(d: DsaDims, *, seqs, new_tokens, cached_tokens, heads, latent_
     sparse = seqs * katt.windowed_attended_positions(new_tokens=new_tokens,
                                                      cached_tokens=cached_tokens,
                                                      window_tokens=d.topk)
-    out["attention"] = (katt.mla_absorbed_core_flop(attended_positions=sparse, n_q_heads=heads,
-                                                    kv_lora_rank=d.kv_lora,
-                                                    qk_rope_head_dim=d.rope),
-                        ksa.sparse_gather_bytes(attended_positions=sparse,
-                                                kv_bytes_per_token=latent_bytes_per_token)
-                        + katt.kv_write_bytes(new_tokens=seqs * new_tokens,
-                                              kv_bytes_per_token=latent_bytes_per_token),
-                        "bf16")
+    write = katt.kv_write_bytes(new_tokens=seqs * new_tokens,
+                                kv_bytes_per_token=latent_bytes_per_token)
+    if absorbed:
+        out["attention"] = (katt.mla_absorbed_core_flop(attended_positions=sparse,
+                                                        n_q_heads=heads, kv_lora_rank=d.kv_lora,
+                                                        qk_rope_head_dim=d.rope),
+                            ksa.sparse_gather_bytes(attended_positions=sparse,
+                                                    kv_bytes_per_token=latent_bytes_per_token)
+                            + write, "bf16")
+    else:
+        out["attention"] = (katt.attention_core_flop(attended_positions=sparse, n_q_heads=heads,
+                                                     head_dim_qk=d.nope + d.rope,
+                                                     head_dim_v=d.v), write, "bf16")
     return out
 
 
@@ -125,10 +132,10 @@ def table_latent_bytes(kv_dtype: str, d: DsaDims) -> float:
 
 
 def dsa_module_roofline_s(hw, architecture, kv_dtype, gemm_dtype, heads, batch, new_tokens,
-                          cached_tokens, dims: DsaDims | None = None):
+                          cached_tokens, dims: DsaDims | None = None, absorbed: bool = True):
     """Pure roofline of one DSA attention module call: the sum of its parts' rooflines
-    (projection GEMMs and absorbed BMMs as :mod:`.table_rooflines` prices table rows, the
-    DSA parts by :func:`dsa_core_work`)."""
+    (projection GEMMs and the absorbed BMMs, or in MHA form the ``kv_b`` expansion, as
+    :mod:`.table_rooflines` prices table rows; the DSA parts by :func:`dsa_core_work`)."""
     d = dims or table_dims(str(architecture))
     gd = str(gemm_dtype)
     bmm = "fp8" if DTYPES.get(gd, ("bf16",))[0] == "fp8" else "bf16"
@@ -137,13 +144,18 @@ def dsa_module_roofline_s(hw, architecture, kv_dtype, gemm_dtype, heads, batch, 
     t = (gemm_roofline_s(hw, gd, T, d.q_lora + d.kv_lora + d.rope + d.index_dim + d.index_heads,
                          d.hidden)
          + gemm_roofline_s(hw, gd, T, heads * qk, d.q_lora)
-         + gemm_roofline_s(hw, gd, T, heads * d.v, d.hidden)
-         + bmm_roofline_s(hw, bmm, T, heads, d.nope, d.kv_lora)
-         + bmm_roofline_s(hw, bmm, T, heads, d.kv_lora, d.v))
+         + gemm_roofline_s(hw, gd, T, heads * d.v, d.hidden))
+    if absorbed:
+        t = t + (bmm_roofline_s(hw, bmm, T, heads, d.nope, d.kv_lora)
+                 + bmm_roofline_s(hw, bmm, T, heads, d.kv_lora, d.v))
+    else:
+        t = t + gemm_roofline_s(hw, gd, batch * (new_tokens + cached_tokens),
+                                heads * (d.nope + d.v), d.kv_lora)
     if d.indexer:
         t = t + gemm_roofline_s(hw, gd, T, d.index_heads * d.index_dim, d.q_lora)
     work = dsa_core_work(d, seqs=batch, new_tokens=new_tokens, cached_tokens=cached_tokens,
-                         heads=heads, latent_bytes_per_token=table_latent_bytes(kv_dtype, d))
+                         heads=heads, latent_bytes_per_token=table_latent_bytes(kv_dtype, d),
+                         absorbed=absorbed)
     for part in work.values():
         t = t + part_roofline_s(hw, part)
     return t
@@ -155,7 +167,8 @@ def _decode_row(hw, arch, kv_dtype, gemm_dtype, heads, batch, kv_len):
 
 
 def _prefill_row(hw, arch, kv_dtype, gemm_dtype, heads, batch, isl):
-    return dsa_module_roofline_s(hw, arch, kv_dtype, gemm_dtype, heads, batch, isl, 0.0)
+    return dsa_module_roofline_s(hw, arch, kv_dtype, gemm_dtype, heads, batch, isl, 0.0,
+                                 absorbed=False)
 
 
 _KEYS = ("architecture", "kv_dtype", "gemm_dtype")

@@ -6,10 +6,15 @@ Per layer and query token (:mod:`inference_factory.kernels.sparse_attention`):
 - the **indexer**: ``index_n_heads`` x ``index_head_dim`` FP8 scores against the index key of
   every cached token (2 n_I d_I L FLOPs; its keys, 132 B per token at d_I = 128, read once per
   sequence and step), FP32 logits written and read by the **top-k** selection;
-- the **sparse core**: MLA's weight-absorbed (MQA) form over min(L, k) gathered latents
-  (2 h (2 r_kv + d_r) min(L, k) FLOPs, 656 B per gathered token with the FP8 ``fp8_ds_mla``
-  layout), with the W_UK/W_UV batched GEMMs around it, in prefill as in decode (DeepSeek-V3.2
-  report sec. 2.1: DSA is instantiated in MLA's MQA mode);
+- the **sparse core**: in decode MLA's weight-absorbed (MQA) form over min(L, k) gathered
+  latents (2 h (2 r_kv + d_r) min(L, k) FLOPs, 656 B per gathered token with the FP8
+  ``fp8_ds_mla`` layout), with the W_UK/W_UV batched GEMMs around it (DeepSeek-V3.2 report
+  sec. 2.1: DSA is instantiated in MLA's MQA mode); in prefill MLA's MHA form over min(pos, k)
+  positions per query (``kv_b`` expansion, 2 h (d_qk + d_v) FLOPs per position), as SGLang
+  runs prompts up to 2,048 tokens (its dense ragged prefill, aiconfigurator sdk/operations/
+  dsa.py). ASSUMPTION: longer prompts, which SGLang runs through the absorbed sparse kernel,
+  are priced in the same MHA form (fewer FLOPs per position, an expansion of every cached
+  latent);
 - the projections: MLA's, plus the indexer's key and head-weight projections (fused into
   ``q_a_kv_a`` here: they read the same hidden state) and its query projection
   (``indexer_q``, from the query latent). The indexer is not split by heads over TP (its
@@ -140,13 +145,17 @@ class DSA(MLA):
         if d.indexer:
             ops.append(gemm(g, "indexer_q", "attn0", n_layers, T, d.index_heads * d.index_dim,
                             m.q_lora_rank, wp))
-        ops += absorbed_bmm_ops(g, n_layers, T, heads)
-        latent = self.latent_bytes_per_token(m, g.kvprec, at)
         decode = p.phase == "decode"
         new, cached = p.new_tokens, p.cached_tokens
+        if decode:
+            ops += absorbed_bmm_ops(g, n_layers, T, heads)
+        else:       # MHA form: every position's keys and values expanded from the latent
+            ops.append(gemm(g, "kv_b", "attn0", n_layers, T + p.seqs * cached,
+                            heads * (m.qk_nope_head_dim + m.head_dim_v), m.kv_lora_rank, wp))
+        latent = self.latent_bytes_per_token(m, g.kvprec, at)
         kv_len = p.kv_len if decode else new + cached
         work = dsa_core_work(d, seqs=p.seqs, new_tokens=new, cached_tokens=cached, heads=heads,
-                             latent_bytes_per_token=latent, kv_len=kv_len)
+                             latent_bytes_per_token=latent, kv_len=kv_len, absorbed=decode)
         keys, cap = self._table_keys(g, d)
         fam = "dsa_decode" if decode else "dsa_prefill"
         # each part's own pure roofline over (sequences, tokens of context), the point's split
@@ -158,8 +167,9 @@ class DSA(MLA):
             flop, nbytes, prec = work[name]
 
             def pure(b_, L_, _name=name):
-                w = dsa_core_work(d, seqs=b_, new_tokens=L_ * f_new, cached_tokens=L_ * (1 - f_new),
-                                  heads=heads, latent_bytes_per_token=latent)
+                w = dsa_core_work(d, seqs=b_, new_tokens=L_ * f_new,
+                                  cached_tokens=L_ * (1 - f_new), heads=heads,
+                                  latent_bytes_per_token=latent, absorbed=decode)
                 return part_roofline_s(hw, w[_name])
             ops.append(Op(name, "compute", stage, n_layers, flop=flop, hbm_bytes=nbytes,
                           precision=(g.aprec if name == "attention"
@@ -167,7 +177,7 @@ class DSA(MLA):
                           rate="attention",
                           family=fam, keys=keys, nearest={"num_heads": heads},
                           coords=(p.seqs, kv_len), pure_fn=pure, source_cap=cap,
-                          pure_key=roofline_key(hw, fam, name, d, heads, latent,
+                          pure_key=roofline_key(hw, fam, name, d, heads, latent, decode,
                                                 per_point=(f_new,)),
                           roof_mode=attention_mode(f_new)))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, h, heads * m.head_dim_v, wp))
