@@ -169,3 +169,39 @@ def test_v32_against_v3_on_h800_at_128k_and_2k():
     r = (v32.decode_step_s / v3.decode_step_s).values
     assert 1.0 <= r[0] < 1.15         # 2K: slightly slower (indexer, its projections)
     assert r[1] < 0.6                 # 128K: much faster
+
+
+@pytest.mark.parametrize("device", ["H200-SXM", "B200"])
+def test_composed_dsa_block_against_the_measured_module(device):
+    """The op graph against the measured whole module (dsa_decode.csv, DeepSeek-V3.2, FP8 KV,
+    block-FP8 GEMMs, TP 1-8): projections from the GEMM tables, W_UK/W_UV from the BMM
+    tables, indexer/top-k/core at their own rooflines times the module's ratio, plus the
+    nine small kernels of configs/realism.toml's ``dsa``. Today: median ln(composed /
+    module) -0.10 (H200), +0.05 (B200); median |.| 0.10 both."""
+    import pandas as pd
+
+    from inference_factory.engine import cost as C
+    from inference_factory.engine import measured as M
+
+    hw, m = inf.load_hardware(device), inf.load_model("DeepSeek-V3.2")
+    tabs = M.tables_for(hw)
+    df = pd.read_csv(tabs.folder / "dsa_decode.csv", comment="#")
+    df = df[(df.kv_dtype == "fp8") & (df.gemm_dtype == "fp8_block")
+            & (df.architecture == "DeepseekV32ForCausalLM")]
+    block = ("q_a_kv_a", "q_b", "indexer_q", "w_uk", "w_uv", "indexer", "topk", "attention",
+             "o_proj")
+    logs = []
+    for tp, heads in ((1, 128), (2, 64), (4, 32), (8, 16)):
+        s = dict(STRUCT_AXES, tp=tp, weight_precision="fp8", kv_precision="fp8", expert_skew=0.0)
+        g = Gm.validate_struct(m, hw, s, inf.load_realism())
+        d = df[df.num_heads == heads]
+        B, L = d.batch_size.to_numpy(float), d.kv_len.to_numpy(float)
+        ops = O.layer_ops(g, Gm.main_layers(m), seqs=B, new_tokens=1.0, cached_tokens=L - 1,
+                          kv_len=L, logit_tokens_per_seq=1.0, phase="decode")
+        t = sum(C.cost_op(g, o).time_s for o in ops if o.name in block)
+        t = t + g.rl.other_kernels["dsa"] * tabs.kernel_floor_s()
+        logs.append(np.log(t / (d.latency_us.to_numpy() * 1e-6)))
+    logs = np.concatenate(logs)
+    assert logs.size > 100
+    assert abs(float(np.median(logs))) <= 0.2
+    assert float(np.median(np.abs(logs))) <= 0.2
