@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import SpecError
-from . import compressed, gqa, linear, mla
+from . import compressed, dsa, gqa, linear, mla
 from .base import AttentionGroup, AttentionKind, Memory, Pass
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ KINDS: dict[str, AttentionKind] = {
     "gdn": linear.GDN,
     "kda": linear.KDA,
     "compressed": compressed.KIND,
+    "dsa": dsa.KIND,
 }
 
 
