@@ -74,6 +74,7 @@ def _kernels(doc: str):
 class RealismOtherKernels(_Schema):
     mla: _kernels("small kernels per MLA block")
     gqa: _kernels("small kernels per GQA block")
+    block_sparse: _kernels("small kernels per block-sparse (MSA) block")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")

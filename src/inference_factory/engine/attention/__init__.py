@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import SpecError
-from . import gqa, mla
+from . import block_sparse, gqa, mla
 from .base import AttentionGroup, AttentionKind, Memory, Pass
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ KINDS: dict[str, AttentionKind] = {
     "gqa": gqa.KIND,
     "mha": gqa.KIND,
     "mla": mla.KIND,
+    "block_sparse": block_sparse.KIND,
 }
 
 
