@@ -77,6 +77,7 @@ class RealismOtherKernels(_Schema):
     linear: _kernels("small kernels per linear-attention (GDN / KDA) block")
     compressed: _kernels("small kernels per compressed-attention block (DeepSeek-V4)")
     dsa: _kernels("small kernels per DSA block (MLA's and the indexer's)")
+    block_sparse: _kernels("small kernels per block-sparse (MSA) block")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")
