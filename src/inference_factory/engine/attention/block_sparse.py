@@ -18,19 +18,25 @@ The cache per token and layer is the GQA K and V of every KV head at the KV prec
 the index key at ``index_cache_bits`` (BF16 in SGLang and vLLM whatever the KV precision);
 tensor parallelism splits the former over min(tp, n_kv) GPUs and replicates the latter.
 
-Costed on the roofline with the attention efficiency of ``configs/realism.toml`` (no measured
-table family: aiconfigurator's ``msa_*_module_perf`` tables exist for NVIDIA devices but are
-not extracted yet), so the footing labels these operations roofline.
+Measured: the ``msa_decode`` / ``msa_prefill`` module tables (:mod:`..table_families_msa`; vLLM
+0.24.0 on B200, B300, GB200, GB300, H100, H200) price ``indexer`` and ``attention``, each its
+own pure roofline times the whole module's measured-over-roofline ratio at the shape (as the
+DSA kind); ``qkv`` and ``o_proj`` go through the GEMM tables. A model whose dimensions are not
+MiniMax-M3's, or a GEMM or KV format the tables lack, reads MiniMax-M3's rows labelled
+extrapolated. Devices without MSA tables (AMD, A100): the realistic roofline (the device's
+decode-attention fractions, ``rate = "attention"``), labelled roofline in the footing.
 """
 
 from __future__ import annotations
 
 from ... import units
 from ...errors import SpecError
-from ...kernels import attention as katt
 from ...kernels import block_sparse as kbs
 from ...kernels import params as kparams
-from ..op import Op, gemm, kv_read_bytes
+from .. import grid as G
+from ..op import Op, attention_mode, gemm, roofline_key
+from ..table_families_msa import (TABLE_MODELS, msa_core_work, msa_dims, part_roofline_s,
+                                  qkv_width, table_dims)
 from .base import AttentionKind, Memory, param
 
 
@@ -99,40 +105,59 @@ class BlockSparse(AttentionKind):
                  f"tokens ({at.get('local_blocks')} local)")]
 
     # -- operations ----------------------------------------------------------------------------
+    def _table_keys(self, g, d):
+        """Exact keys of the MSA tables for this model and the best source label it may carry:
+        measured where the model's dimensions are those of a table architecture, GEMM and KV
+        formats the tables hold; else the nearest architecture's rows, labelled extrapolated."""
+        best = next((a for a in TABLE_MODELS if table_dims(a) == d), None)
+        cap = G.MEASURED if best is not None else G.EXTRAPOLATED
+        if best is None:
+            best = min(TABLE_MODELS, key=lambda a: abs(table_dims(a).index_heads
+                                                       - d.index_heads))
+        fmt = g.m.quant_format(g.wprec) if units.BYTES_PER_ELEMENT[g.wprec] < 2 else "bf16"
+        gd = fmt if fmt in ("fp8_block", "bf16") else "fp8_block"
+        kv = "fp8" if g.kvprec in ("fp8", "fp4") else "bf16"
+        if gd != fmt or g.kvprec not in ("fp8", "bf16", "fp16"):
+            cap = min(cap, G.EXTRAPOLATED)
+        return {"architecture": best, "kv_dtype": kv, "gemm_dtype": gd}, cap
+
     def ops(self, g, windows, p, at):
-        m, tp = g.m, g.tp
-        seqs, new_tokens, cached_tokens, kv_len, T = (p.seqs, p.new_tokens, p.cached_tokens,
-                                                      p.kv_len, p.tokens)
+        m, hw, tp = g.m, g.hw, g.tp
+        d = msa_dims(m, dict(at.params))
         n = sum(c for _, c in windows)
-        d = m.head_dim_qk
         heads = m.n_q_heads / tp
-        kvh = max(m.n_kv_heads / tp, 1.0)
-        n_i, k_i, d_i = at.get("index_heads"), at.get("index_k_heads"), at.get("index_head_dim")
-        idx_heads = max(n_i / tp, 1.0)
-        topk_tokens = at.get("topk_blocks") * at.get("block_tokens")
+        T = p.tokens
         kvb = self._kv_bytes(m, g.kvprec) / min(tp, m.n_kv_heads)   # one GPU's K and V
-        idxb = self._index_bytes(at)                                  # replicated
         decode = p.phase == "decode"
-        qkv_n = heads * d + kvh * (d + m.head_dim_v) + (idx_heads + k_i) * d_i
-        ops = [gemm(g, "qkv", "attn0", n, T, qkv_n, m.hidden_size, g.wprec)]
-        # the indexer scores every cached key causally; the attention reads the chosen ones
-        scored = katt.causal_attended_positions(new_tokens=new_tokens,
-                                                cached_tokens=cached_tokens)
-        attended = katt.windowed_attended_positions(new_tokens=new_tokens,
-                                                    cached_tokens=cached_tokens,
-                                                    window_tokens=topk_tokens)
-        write_idx = katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=idxb)
-        write_kv = katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvb)
-        read_ctx = kv_len if decode else cached_tokens
-        ops.append(Op("indexer", "compute", "attn1", n, rate="attention", precision="bf16",
-                      flop=seqs * kbs.block_sparse_index_flop(
-                          scored_positions=scored, n_index_heads=idx_heads, index_head_dim=d_i),
-                      hbm_bytes=kv_read_bytes(seqs, read_ctx, idxb, None) + write_idx))
-        ops.append(Op("attention", "compute", "attn1", n, rate="attention", precision=g.aprec,
-                      flop=seqs * katt.attention_core_flop(
-                          attended_positions=attended, n_q_heads=heads, head_dim_qk=d,
-                          head_dim_v=m.head_dim_v),
-                      hbm_bytes=kv_read_bytes(seqs, read_ctx, kvb, topk_tokens) + write_kv))
+        new, cached = p.new_tokens, p.cached_tokens
+        # the indexer scores every cached key causally; the attention reads the chosen ones;
+        # decode reads the whole context, prefill its cached prefix (the new tokens' keys are
+        # computed in the pass)
+        read = p.kv_len if decode else cached
+        work = msa_core_work(d, seqs=p.seqs, new_tokens=new, cached_tokens=cached,
+                             read_tokens=read, heads=heads, kv_bytes_per_token=kvb)
+        ops = [gemm(g, "qkv", "attn0", n, T, qkv_width(d, heads), m.hidden_size, g.wprec)]
+        keys, cap = self._table_keys(g, d)
+        fam = "msa_decode" if decode else "msa_prefill"
+        # the tables' axes: (sequences, context length); each part's own pure roofline over
+        # them, the point's split of the context into new, cached and read tokens kept
+        kv_len = p.kv_len if decode else new + cached
+        f_new, f_read = new / kv_len, read / kv_len
+        for name in ("indexer", "attention"):
+            flop, nbytes, prec = work[name]
+
+            def pure(b_, L_, _name=name):
+                w = msa_core_work(d, seqs=b_, new_tokens=L_ * f_new,
+                                  cached_tokens=L_ * (1 - f_new), read_tokens=L_ * f_read,
+                                  heads=heads, kv_bytes_per_token=kvb)
+                return part_roofline_s(hw, w[_name])
+            ops.append(Op(name, "compute", "attn1", n, flop=flop, hbm_bytes=nbytes,
+                          precision=g.aprec if name == "attention" else prec,
+                          rate="attention", family=fam, keys=keys, nearest={"num_heads": heads},
+                          coords=(p.seqs, kv_len), pure_fn=pure, source_cap=cap,
+                          pure_key=roofline_key(hw, fam, name, d, heads, kvb, decode,
+                                                per_point=(f_new, f_read)),
+                          roof_mode=attention_mode(f_new)))
         ops.append(gemm(g, "o_proj", "attn1", n, T, m.hidden_size,
                         m.n_q_heads * m.head_dim_v / tp, g.wprec))
         return ops
