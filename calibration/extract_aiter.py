@@ -91,7 +91,8 @@ BF16 = ("torch.bfloat16",)
 #: fused-MoE (activation dtype, weight dtype, quant type) -> table dtype.  The names are the
 #: engine's (engine/table_rooflines.DTYPES): fp8 = per-token/per-tensor scales, fp8_block =
 #: 1x128 blocks, nvfp4 = FP4 x FP4 on FP4 tensor cores (on AMD: MXFP4, 1x32 E8M0 scales),
-#: w4a8_mxfp4_mxfp8 / w4a16_mxfp4 = MXFP4 weights with FP8 / BF16 activations.
+#: w4a8_mxfp4_mxfp8 / w4a16_mxfp4 = MXFP4 weights with FP8 / BF16 activations, int4_wo = int4
+#: weights (1x32 scales) with BF16 activations.
 MOE_DTYPES = {
     **{(a, w, q): "fp8" for a in FP8 for w in FP8 for q in ("QuantType.per_Token",
                                                              "QuantType.per_Tensor")},
@@ -100,6 +101,10 @@ MOE_DTYPES = {
     **{(a, "torch.float4_e2m1fn_x2", "QuantType.per_1x32"): "w4a8_mxfp4_mxfp8" for a in FP8},
     ("torch.bfloat16", "torch.float4_e2m1fn_x2", "QuantType.per_1x32"): "w4a16_mxfp4",
     ("torch.bfloat16", "torch.bfloat16", "QuantType.No"): "bf16",
+    # INT4 weight-only (W4A16): BF16 activations, int4 weights with one scale per 32 (AITER
+    # model_configs/kimik2_i4_tuned_fmoe.csv, FlyDSL a16wi4 kernels, Kimi-K2's experts; the
+    # engine's name of AIConfigurator's W4A16 rows, int4 group 32 as Kimi-K2-Thinking ships)
+    ("torch.bfloat16", "torch.int4", "QuantType.per_1x32"): "int4_wo",
 }
 
 #: MI300X has no AITER table for FP8 GEMMs with per-token/per-tensor scales (only 1x128
@@ -537,8 +542,8 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
              "moe op costs (in newer tables us1 may also carry the activation quant/sort "
              "kernel, biasing slow by a few us); dtype from (q_dtype_a, q_dtype_w, q_type): "
              "fp8 per_Token/per_Tensor, fp8_block per_1x128, nvfp4 = fp4 x fp4 per_1x32 "
-             "(MXFP4), w4a8_mxfp4_mxfp8 = fp8 x fp4, w4a16_mxfp4 = bf16 x fp4, bf16 = No; "
-             "MXFP8, int4, int8 dropped; us, us1, us2 finite (us > 0, stages >= 0); err1/err2 "
+             "(MXFP4), w4a8_mxfp4_mxfp8 = fp8 x fp4, w4a16_mxfp4 = bf16 x fp4, int4_wo = bf16 x "
+             "int4 per_1x32 (W4A16), bf16 = No; MXFP8, int8 and other int4 forms dropped; us, us1, us2 finite (us > 0, stages >= 0); err1/err2 "
              "<= 5% on " + "/".join(MOE_ERR_FILTERED) + " only (elsewhere not filtered: " + MOE_ERR_NOTE + "); distribution = uniform (the tuner draws topk ids uniformly at random); "
              "each row written once per partition whose busiest rank runs it "
              "(moe_tp in 1,2,4,8 with inter_size = t x inter_dim; moe_ep in 2,4,8 with "
