@@ -80,12 +80,14 @@ def _concurrency(ctx, param, value):
               help="Draw throughput/GPU vs interactivity and TTFT vs concurrency.")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the result in the chosen --format.")
+@click.option("--wide", is_flag=True, help="Table: every column (default: the ones a person "
+              "reads, within 100 characters).")
 @format_option
 def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_precision,
               moe_precision, kv_precision, attention_precision, dispatch_precision,
               combine_precision, draft_depth, acceptance_rate,
               draft_model, overlap, isl, osl, range_ratio, concurrency, num_prompts, engine,
-              no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
+              no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, wide, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
     throughput (total and per GPU) and interactivity, with vLLM's key names.
@@ -131,7 +133,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
             f"{'' if not no_engine_time else ' without its own time'}")
     if measured is not None:
-        text = _comparison_text(df, measured, fmt, head)
+        text = _comparison_text(df, measured, fmt, head, wide)
     elif fmt in ("table", "markdown"):
         text = render(_with_bands(df, [c for c in TABLE_COLUMNS if c in df]), fmt, header=head)
     elif fmt == "json":
@@ -164,9 +166,27 @@ def _with_bands(df, columns):
     return out
 
 
-def _comparison_text(df, measured, fmt: str, head: str) -> str:
-    """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``)."""
-    from ..analysis.bench.results import compare_results, summarize_comparison
+#: The human comparison table: (column of compare_results, header); pred and meas side by side.
+COMPARE_COLUMNS = (("max_concurrency", "conc"),
+                   ("{thr}_predicted", "tok/s/GPU"), ("{thr}_measured", "meas"),
+                   ("median_ttft_ms_predicted", "TTFT ms"), ("median_ttft_ms_measured", "meas"),
+                   ("median_tpot_ms_predicted", "TPOT ms"), ("median_tpot_ms_measured", "meas"),
+                   ("interactivity_predicted", "tok/s/user"), ("interactivity_measured", "meas"))
+#: The summary's metrics as a person reads them.
+METRIC_NAMES = {"total_token_throughput_per_gpu": "tok/s/GPU (all tokens)",
+                "total_token_throughput": "tok/s (all tokens)",
+                "output_throughput": "output tok/s", "median_ttft_ms": "median TTFT",
+                "median_tpot_ms": "median TPOT", "interactivity": "tok/s/user"}
+
+
+def _comparison_text(df, measured, fmt: str, head: str, wide: bool = False) -> str:
+    """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``); the
+    table shows the scored runs side by side and lists each run not scored with its reason
+    (``--wide``: every column of the comparison)."""
+    import textwrap
+
+    from ..analysis.bench.comparison import compare_results, summarize_comparison
+    from ..output.tables import format_number, render_rows
 
     cmp = compare_results(df, measured)
     summary = summarize_comparison(cmp)
@@ -176,12 +196,33 @@ def _comparison_text(df, measured, fmt: str, head: str) -> str:
         return json_text({"points": records(cmp), "summary": summary})
     if fmt == "csv":
         return render(cmp, fmt)
-    rows = [{"metric": k, "points": v["n"], "median |ln|": v["median_abs_ln"],
-             "worst |ln|": v["worst_abs_ln"], "at concurrency": v["worst_at_concurrency"],
-             "pred/meas (geo. mean)": v["geomean_ratio"]}
-            for k, v in summary["metrics"].items()]
-    text = render(cmp, fmt, header=head + " -- predicted vs measured")
-    text += "\n\n" + render(rows, fmt, header=f"summary over {summary['n_points']} points"
-                            + (f"; {summary['n_unmatched']} measured points without a "
-                               f"prediction" if summary["n_unmatched"] else ""))
+    n, total = summary["n_points"], len(cmp)
+    title = (f"{head}\npredicted vs measured (the 'meas' column after each): {n} of {total} "
+             "runs scored")
+    if wide:
+        text = render(cmp, fmt, header=title, width=10_000)
+    else:
+        thr = cmp.attrs["throughput_metric"]
+        cols = [(c.format(thr=thr), h if "tok/s/GPU" not in h or thr.endswith("_per_gpu")
+                 else "tok/s") for c, h in COMPARE_COLUMNS]
+        scored = cmp[cmp["matched"]]
+        rows = [[format_number(r[c]) for c, _ in cols] for _, r in scored.iterrows()]
+        text = title + "\n" + (render_rows([h for _, h in cols], rows,
+                                           right=range(len(cols)), fmt=fmt) if rows else
+                               "(no run is like the prediction)")
+    skipped = cmp[~cmp["matched"]]
+    if len(skipped):
+        text += f"\n\nnot scored ({len(skipped)} runs unlike the prediction):"
+        for _, r in skipped.iterrows():
+            src = str(r.get("source", "")).rsplit("/", 1)[-1]
+            text += "\n" + textwrap.fill(f"{src} (conc {format_number(r['max_concurrency'])}): "
+                                         f"{r['reason']}", 98, initial_indent="  ",
+                                         subsequent_indent="    ")
+    if n:
+        rows = [[METRIC_NAMES.get(k, k), v["n"], format_number(v["median_abs_ln"]), format_number(v["worst_abs_ln"]),
+                 format_number(v["worst_at_concurrency"]), format_number(v["geomean_ratio"])]
+                for k, v in summary["metrics"].items()]
+        text += "\n\n" + render_rows(["metric", "points", "median |ln|", "worst |ln|",
+                                       "at conc", "pred/meas (geomean)"], rows,
+                                      right=range(1, 6), fmt=fmt)
     return text

@@ -174,7 +174,23 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     return to_dataset(metrics, st, conc, num_gpus=gpus, model=m.name, hardware=hw.name,
                       deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
                       engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
-                      precisions=axes, as_frame=as_frame)
+                      precisions={**axes, **_resolved_precisions(m, hw, axes)},
+                      as_frame=as_frame)
+
+
+def _resolved_precisions(m, hw, axes: Mapping[str, Any]) -> dict[str, str]:
+    """The precisions the engine runs (its defaults resolved by its one check,
+    ``validate_struct``), and ``precision``: the experts' of a MoE model, else the weights'
+    (what a benchmark's ``precision`` label names: InferenceX's ``fp4`` DeepSeek-R1)."""
+    from ...axes import STRUCT_AXES
+    from ...engine import validate_struct
+    from ...specs.realism import load_realism
+
+    g = validate_struct(m, hw, {**STRUCT_AXES, **{k: v for k, v in axes.items()
+                                                  if k.endswith("_precision")}},
+                        load_realism())
+    return {"weight_precision": g.wprec, "moe_precision": g.eprec, "kv_precision": g.kvprec,
+            "attention_precision": g.aprec, "precision": g.eprec if m.is_moe else g.wprec}
 
 
 def _whole(name: str, v: Any, lo: int = 1) -> int:
