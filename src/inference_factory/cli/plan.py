@@ -80,7 +80,11 @@ def _gpus(ctx, param, value):
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
 @engine_option(note="Its scheduling runs the aggregated candidates' closed loop, as in bench.")
 @click.option("--load", "load", type=click.FloatRange(min=0, min_open=True), default=None,
-              metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs.")
+              metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs at "
+              "--target-utilization, and the share of it the --gpus budget serves.")
+@click.option("--target-utilization", type=click.FloatRange(0, 1, min_open=True), default=None,
+              metavar="U", help="Busy share of the GPUs a fleet is sized for (default 0.8, "
+              "configs/provisioning.toml; simulate applies the same rule).")
 @click.option("--price", default=None, metavar="ID",
               help="Price id (see 'inference-factory prices list'); the config needs one.")
 @click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default="rental",
@@ -108,7 +112,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              ttft: float | None, tpot: float | None, objective: str, mode: str,
              precision: tuple[str, ...],
              parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
-             engine, load: float | None, price: str | None, cost_basis: str,
+             engine, load: float | None, target_utilization: float | None,
+             price: str | None, cost_basis: str,
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
              plot_path: str | None, emit_config: str | None, uncertainty: bool,
@@ -165,7 +170,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     result = plan(model, hws, gpus=gpus[1], max_instance_gpus=max_instance_gpus,
                   min_gpus=gpus[0], isl=isl, osl=osl, ttft_s=ttft,
                   tpot_s=tpot, price=price, cost=cost, objective=objective,
-                  load_output_tokens_per_s=load,
+                  load_output_tokens_per_s=load, target_utilization=target_utilization,
                   modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
                   shapes=shapes,
                   precision=profiles, uncertainty=True if uncertainty else None,
@@ -188,6 +193,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
         text += _footing_note(recs)
+        text += _load_note(recs, result.request, gpus[1])
         if notes:
             text += "\n" + "\n".join(f"precision: {n}" for n in notes)
         front = result.front
@@ -257,6 +263,22 @@ def _footing_note(recs) -> str:
     return "\nfooting: " + "; ".join(parts) + ("; a roofline-only device ranks on its "
                                                "datasheet" if any(
                                                    recs["footing"] == "roofline-only") else "")
+
+
+def _load_note(recs, request, budget: int) -> str:
+    """One line under the table with --load: the share of the load each device's
+    recommendation (within the --gpus budget) serves at the target utilisation, and the
+    GPUs the whole load needs by the same rule."""
+    load = request.get("load_output_tokens_per_s")
+    if load is None or "load_share_frac" not in recs:
+        return ""
+    u = request["target_utilization"]
+    parts = [f"{r['hardware']} {100 * r['load_share_frac']:.0f}% ({r['gpus_for_load']:,.0f} "
+             "GPUs for all of it)" for _, r in recs.iterrows()
+             if isinstance(r.get("load_share_frac"), float)
+             and math.isfinite(r["load_share_frac"])]
+    return (f"\n--load {load:,.0f} output tokens/s at {100 * u:g}% target utilisation: the "
+            f"--gpus {budget} budget serves " + "; ".join(parts)) if parts else ""
 
 
 def _band_note(recs) -> str:

@@ -1,0 +1,51 @@
+"""Issue 30, "what the user reads is what the model computed", on the command line: one
+provisioning rule for plan and simulate, tables within 100 columns, errors that help, nothing
+wrong accepted and nothing lost.
+
+Reference values: the program's own counts on both sides of one rule (plan --load and simulate
+size with kernels.serving at the same target utilisation, so the GPU counts must be equal, not
+close); widths and messages are properties of the output, checked directly."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from inference_factory.cli import cli
+
+from tests.cli_helpers import fails, ok
+
+
+def run(*args: str, **env):
+    return CliRunner(env=env or None).invoke(cli, list(args), prog_name="inference-factory")
+
+
+# ---- one provisioning rule -----------------------------------------------------------------
+
+def test_plan_load_and_simulate_of_its_config_give_the_same_gpu_counts(tmp_path):
+    cfg = tmp_path / "plan.toml"
+    out = json.loads(ok(run("plan", "-m", "DeepSeek-V3", "-H", "B200", "--gpus", "64",
+                            "--tpot", "50ms", "--ttft", "2s", "--load", "1000000",
+                            "--emit-config", str(cfg), "--json")))
+    r = out["recommendations"][0]
+    assert out["request"]["target_utilization"] == 0.8      # configs/provisioning.toml
+    sim = json.loads(ok(run("simulate", "--config", str(cfg), "--json")))["scenario"]
+    assert sim["gpus_peak"] == r["gpus_for_load"]
+    assert sim["decode_gpus_avg"] == r["decode_gpus_for_load"]
+    assert sim["prefill_gpus_avg"] == r["prefill_gpus_for_load"]
+    # the share of the load the 64-GPU recommendation serves, at the same utilisation
+    assert r["load_share_frac"] == 0.8 * r["output_tokens_per_s"] / 1e6
+    assert "target_utilization = 0.8" in cfg.read_text()
+    # one option in both, the same rule: a lower utilisation provisions more GPUs on both
+    # sides, and the table says what share of the load the budget serves
+    text = ok(run("plan", "-m", "DeepSeek-V3", "-H", "B200", "--gpus", "64", "--tpot", "50ms",
+                  "--ttft", "2s", "--load", "1000000", "--target-utilization", "0.5"))
+    line = [s for s in text.splitlines() if s.startswith("--load")][0]
+    assert "at 50% target utilisation: the --gpus 64 budget serves B200" in line
+    gpus5 = float(line.split("B200 ")[1].split("(")[1].split(" GPUs")[0].replace(",", ""))
+    sim5 = json.loads(ok(run("simulate", "--config", str(cfg), "--target-utilization", "0.5",
+                             "--json")))["scenario"]
+    assert gpus5 > r["gpus_for_load"] and sim5["gpus_peak"] == gpus5
+    assert "--target-utilization" in fails(run("simulate", "--config", str(cfg),
+                                               "--target-utilization", "0"))
