@@ -35,7 +35,7 @@ def test_json_has_one_point_per_concurrency_with_vllm_keys():
 def test_table_and_plot(tmp_path):
     path = tmp_path / "b.png"
     text = ok(run(*BASE, "-c", "1,2,4,...,64", "--plot", str(path)))
-    assert "interactivity" in text and "Llama-3.1-70B on H100-SXM tp8 (8 GPUs)" in text
+    assert "tok/s/GPU" in text and "Llama-3.1-70B on H100-SXM tp8 (8 GPUs)" in text
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
 
 

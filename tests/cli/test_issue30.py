@@ -41,7 +41,7 @@ def test_plan_load_and_simulate_of_its_config_give_the_same_gpu_counts(tmp_path)
     # sides, and the table says what share of the load the budget serves
     text = ok(run("plan", "-m", "DeepSeek-V3", "-H", "B200", "--gpus", "64", "--tpot", "50ms",
                   "--ttft", "2s", "--load", "1000000", "--target-utilization", "0.5"))
-    line = [s for s in text.splitlines() if s.startswith("--load")][0]
+    line = " ".join(text[text.index("\n--load"):].split())      # the note, unwrapped
     assert "at 50% target utilisation: the --gpus 64 budget serves B200" in line
     gpus5 = float(line.split("B200 ")[1].split("(")[1].split(" GPUs")[0].replace(",", ""))
     sim5 = json.loads(ok(run("simulate", "--config", str(cfg), "--target-utilization", "0.5",
@@ -49,3 +49,36 @@ def test_plan_load_and_simulate_of_its_config_give_the_same_gpu_counts(tmp_path)
     assert gpus5 > r["gpus_for_load"] and sim5["gpus_peak"] == gpus5
     assert "--target-utilization" in fails(run("simulate", "--config", str(cfg),
                                                "--target-utilization", "0"))
+
+
+# ---- tables a person reads -------------------------------------------------------------------
+
+def _widest(text: str) -> int:
+    return max(len(s) for s in text.splitlines())
+
+
+def test_every_default_table_fits_100_columns_with_human_headers(tmp_path):
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({
+        "model_id": "meta-llama/Llama-3.1-70B", "max_concurrency": 4, "duration": 100.0,
+        "completed": 40, "output_throughput": 102.4, "total_token_throughput": 512.0,
+        "median_ttft_ms": 150.0, "median_tpot_ms": 11.0, "num_gpus": "8", "isl": "8192"}))
+    bench = ["bench", "-m", "Llama-3.1-70B", "-H", "H100-SXM", "-p", "tp=8",
+             "--weight-precision", "fp8", "--osl", "256"]
+    tables = {
+        "bench": ok(run(*bench, "-c", "1,64,512", COLUMNS="100")),
+        "bench --compare": ok(run(*bench, "--compare", str(result), COLUMNS="100")),
+        "plan": ok(run("plan", "-m", "DeepSeek-V3", "-H", "H200,B200,MI355X", "--gpus", "16",
+                       "--tpot", "50ms", "--load", "100000", COLUMNS="100")),
+        "hardware list": ok(run("hardware", "list", COLUMNS="100")),
+        "models list": ok(run("models", "list", COLUMNS="100")),
+    }
+    for name, text in tables.items():
+        assert _widest(text) <= 100, (name, _widest(text))
+        assert "_per_" not in text and "_ms " not in text, name     # no snake_case headers
+    assert "TTFT ms" in tables["bench"] and "tok/s/GPU" in tables["bench"]
+    assert "$/M out all-in" in tables["plan"] and "on measured tables %" in tables["plan"]
+    # --wide shows every column; the machine formats keep the library's names
+    wide = ok(run(*bench, "-c", "1", "--wide", COLUMNS="100"))
+    assert "prefill_binding_resource" in wide and _widest(wide) > 100
+    assert "total_token_throughput_per_gpu" in ok(run(*bench, "-c", "1", "--format", "csv"))

@@ -13,11 +13,12 @@ from . import params as p
 from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
-#: Columns of the human table (every variable goes to csv and json).
+#: Columns of the human table, within 100 characters (every variable goes to csv and json;
+#: --wide shows them all).
 TABLE_COLUMNS = ("concurrency", "total_token_throughput_per_gpu", "output_throughput_per_gpu",
                  "interactivity", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
                  "p99_tpot_ms", "median_e2el_ms", "decode_batch_per_rank",
-                 "prefill_tokens_per_pass", "decode_binding_resource", "prefill_binding_resource")
+                 "decode_binding_resource")
 
 
 def _concurrency(ctx, param, value):
@@ -135,7 +136,10 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     if measured is not None:
         text = _comparison_text(df, measured, fmt, head, wide)
     elif fmt in ("table", "markdown"):
-        text = render(_with_bands(df, [c for c in TABLE_COLUMNS if c in df]), fmt, header=head)
+        cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
+                [c for c in TABLE_COLUMNS if c in df])
+        text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
+                      width=10_000 if wide else None)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -186,7 +190,7 @@ def _comparison_text(df, measured, fmt: str, head: str, wide: bool = False) -> s
     import textwrap
 
     from ..analysis.bench.comparison import compare_results, summarize_comparison
-    from ..output.tables import format_number, render_rows
+    from ..output.tables import fit_lines, format_number, render_rows
 
     cmp = compare_results(df, measured)
     summary = summarize_comparison(cmp)
@@ -197,8 +201,8 @@ def _comparison_text(df, measured, fmt: str, head: str, wide: bool = False) -> s
     if fmt == "csv":
         return render(cmp, fmt)
     n, total = summary["n_points"], len(cmp)
-    title = (f"{head}\npredicted vs measured (the 'meas' column after each): {n} of {total} "
-             "runs scored")
+    title = fit_lines(f"{head}\npredicted vs measured (the 'meas' column after each): {n} of "
+                      f"{total} runs scored")
     if wide:
         text = render(cmp, fmt, header=title, width=10_000)
     else:

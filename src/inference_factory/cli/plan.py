@@ -10,7 +10,7 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import chosen_format, render
+from ..output.tables import chosen_format, fit_lines, human_header, render
 from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
@@ -106,6 +106,8 @@ def _gpus(ctx, param, value):
                    "point, widened by the model-structure term (docs/MODEL.md section 13).")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the recommendations in the chosen --format.")
+@click.option("--wide", is_flag=True, help="Table: every column of a recommendation, library "
+              "names (default: the ones a person reads, within 100 characters).")
 @format_option
 def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              max_instance_gpus: int | None, isl: int, osl: int,
@@ -117,7 +119,7 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
              plot_path: str | None, emit_config: str | None, uncertainty: bool,
-             output: str | None, fmt: str | None, as_json: bool) -> None:
+             output: str | None, wide: bool, fmt: str | None, as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
     Searches tensor/data/expert parallelism within the budget, aggregated vs P/D, the
@@ -177,32 +179,37 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
                   engine=engine, **{k: v for k, v in grids.items()}, **fixed)
     configs = _configs(result, emit_config, price) if emit_config is not None else []
     recs = result.recommendations
-    head = (f"{result.request['model']}: plan within {gpus[1]} GPUs in total "
+    head = (f"{result.request['model']}: plan with engine {result.request['engine']}; "
+            f"{len(result.candidates):,} candidates\n"
+            f"within {gpus[1]} GPUs in total "
             f"(instances of at most {result.request['max_instance_gpus']}), ISL {isl} / OSL {osl}, "
             f"TTFT {'<= ' + format(ttft, 'g') + ' s' if ttft else 'free'}, "
-            f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}; "
-            f"best {objective} ({cost_header(cost, hws)}"
-            f"{', price ' + price if price else ''}); engine {result.request['engine']}; "
-            f"{len(result.candidates):,} candidates")
+            f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}\n"
+            f"best {human_header(objective)[0]} ({cost_header(cost, hws)}"
+            f"{', price ' + price if price else ''})")
     if fmt in ("table", "markdown"):
-        shown = recs[[c for c in TABLE_COLUMNS if c in recs]]
+        shown = recs[[c for c in (recs.columns if wide else TABLE_COLUMNS) if c in recs]]
         if load is None:
-            shown = shown.drop(columns=[c for c in ("gpus_for_load",) if c in shown])
-        text = render(_transpose(shown, recs), fmt, header=head)
+            shown = shown.drop(columns=[c for c in ("gpus_for_load", "load_share_frac")
+                                        if c in shown])
+        if "reason" in shown and not shown["reason"].fillna("").astype(str).any():
+            shown = shown.drop(columns="reason")       # every device has a recommendation
+        text = render(_transpose(shown, recs, human=not wide), fmt, header=head,
+                      human=not wide, width=10_000 if wide else None)
         text += _band_note(recs)
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
-        text += _footing_note(recs)
-        text += _load_note(recs, result.request, gpus[1])
+        more = _footing_note(recs) + _load_note(recs, result.request, gpus[1])
         if notes:
-            text += "\n" + "\n".join(f"precision: {n}" for n in notes)
+            more += "\n" + "\n".join(f"precision: {n}" for n in notes)
+        text += more if wide else fit_lines(more)
         front = result.front
         text += "\n\n" + render(
             front[["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
                    "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
                    "usd_per_mtok_output_all_in"]],
             fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
-                        "tokens/s per GPU")
+                        "tokens/s per GPU", human=not wide, width=10_000 if wide else None)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -311,28 +318,24 @@ def _cell(r, c):
     return value_band(v * k, lo * k, hi * k)
 
 
-def _transpose(df, recs=None):
+def _transpose(df, recs=None, human: bool = False):
     """One column per hardware: a recommendation reads down, whatever the terminal width
-    (a figure with a band as ``value [low-high]``, from ``recs``' ``_low`` / ``_high``)."""
+    (a figure with a band as ``value [low-high]``, from ``recs``' ``_low`` / ``_high``);
+    ``human``: rows labelled with the headers a person reads, values in their units."""
     import pandas as pd
+
+    from ..output.tables import display_header, human_header
 
     rows = recs if recs is not None else df
     out = pd.DataFrame({str(r["hardware"]): [_cell(r, c) for c in df.columns[1:]]
                         for _, r in rows.iterrows()}, index=list(df.columns[1:]))
-    out.insert(0, "", [_label(c) for c in df.columns[1:]])
+    heads = [human_header(c) if human else display_header(c) for c in df.columns[1:]]
+    out.insert(0, "", [h for h, _ in heads])
     scaled = out.copy()
     for i, c in enumerate(df.columns[1:]):
+        factor = 1e3 if c in ("ttft_s", "tpot_s") else heads[i][1]
         for col in out.columns[1:]:
             v = out.iloc[i][col]
-            if c in ("ttft_s", "tpot_s") and isinstance(v, float) and math.isfinite(v):
-                scaled.iloc[i, list(out.columns).index(col)] = v * 1e3
+            if factor != 1.0 and isinstance(v, float) and math.isfinite(v):
+                scaled.iloc[i, list(out.columns).index(col)] = v * factor
     return scaled.reset_index(drop=True)
-
-
-def _label(col: str) -> str:
-    from ..output.tables import display_header
-
-    name, factor = display_header(col)
-    if col in ("ttft_s", "tpot_s"):
-        return name
-    return name
