@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from inference_factory.cli import cli
@@ -82,3 +84,28 @@ def test_every_default_table_fits_100_columns_with_human_headers(tmp_path):
     wide = ok(run(*bench, "-c", "1", "--wide", COLUMNS="100"))
     assert "prefill_binding_resource" in wide and _widest(wide) > 100
     assert "total_token_throughput_per_gpu" in ok(run(*bench, "-c", "1", "--format", "csv"))
+
+
+# ---- errors that help ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "-m", "Lama-3.1-70B"], "unknown model 'Lama-3.1-70B'; did you mean 'Llama-3.1-70B'?"),
+    (["bench", "-m", "deepseekv3"], "did you mean 'DeepSeek-V3'?"),
+    (["bench", "-H", "b20"], "unknown hardware 'b20'; did you mean 'B200'?"),
+    (["bench", "--engine", "sglang-0.5.5x"], "did you mean 'sglang-0.5.6'?"),
+    (["plan", "-m", "Llama-3.1-8B", "-H", "H100", "--gpus", "1", "--price-basis", "rental-3y"],
+     "did you mean 'rental-3yr'?"),
+    (["bench", "-p", "tpp=8"], "unknown axis 'tpp'; did you mean 'tp'?"),
+    (["bench", "--isl", "1kk"], "--isl '1kk': expected a token count such as 1024, 1k or 8k"),
+    (["plan", "--osl", "0"], "--osl '0': a token count is a whole number in [1,"),
+    (["bench", "--osl", "1.2k"], "1228.8 tokens is not a whole number"),
+])
+def test_errors_name_the_option_the_value_and_the_nearest_allowed(args, message):
+    assert message in fails(run(*args))
+
+
+def test_lengths_read_1k_and_8k_and_option_keys_any_case():
+    out = json.loads(ok(run("bench", "-m", "Llama-3.1-8B", "-H", "H100", "--isl", "8k",
+                            "--osl", "1k", "-p", "TP=1", "-c", "1", "--json")))
+    assert (out["attrs"]["isl"], out["attrs"]["osl"]) == (8192, 1024)      # k = 1024 tokens
+    assert out["attrs"]["deployment"] == "tp1"

@@ -54,9 +54,9 @@ def _concurrency(ctx, param, value):
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
 @click.option("--overlap", type=click.Choice(["none", "two-batch"]), default="none",
               show_default=True, help="Two-micro-batch overlap of compute and communication.")
-@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--isl", type=p.TokensParam(), default=1024, show_default=True,
               help="Prompt tokens (the largest, with --range-ratio).")
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens (the largest, with --range-ratio).")
 @click.option("--range-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
               help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (InferenceX 0.8).")

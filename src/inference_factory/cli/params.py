@@ -103,6 +103,18 @@ class ShapeParam(click.ParamType):
         return out
 
 
+class TokensParam(click.ParamType):
+    """A token count: ``1024``, ``1k`` or ``8k`` (:func:`~inference_factory.specs.grammar.
+    parse_tokens`, the one parser of lengths)."""
+
+    name = "TOKENS"
+
+    def convert(self, value, param, ctx):
+        from ..specs.grammar import parse_tokens
+
+        return parse_tokens(value, _opt(param))
+
+
 class PoolParam(click.ParamType):
     """A pool of instances: ``N:SHAPE`` (``2:tp=8`` or ``1:dp=8,ep=8``) -> ``{"instances": 2,
     "tp": 8}``."""

@@ -48,9 +48,9 @@ def _gpus(ctx, param, value):
 @click.option("--max-instance-gpus", type=click.IntRange(min=1), default=None, metavar="M",
               help="The most GPUs one instance (prefill or decode) may take (default: N; "
                    "tensor parallelism stays within one node's scale-up domain).")
-@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--isl", type=p.TokensParam(), default=1024, show_default=True,
               help="Prompt tokens per request.")
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens per request.")
 @click.option("--ttft", type=p.DurationParam(), default="5s", show_default=True,
               help="TTFT target (the default is a factory config's default [slo] ttft_s).")
