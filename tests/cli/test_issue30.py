@@ -109,3 +109,30 @@ def test_lengths_read_1k_and_8k_and_option_keys_any_case():
                             "--osl", "1k", "-p", "TP=1", "-c", "1", "--json")))
     assert (out["attrs"]["isl"], out["attrs"]["osl"]) == (8192, 1024)      # k = 1024 tokens
     assert out["attrs"]["deployment"] == "tp1"
+
+
+# ---- every answer states its footing ---------------------------------------------------------
+
+def test_bench_states_its_footing_precisions_and_engine():
+    args = ["bench", "-m", "DeepSeek-V3", "-H", "H200", "-p", "dp=8,ep=8", "--moe-precision",
+            "fp4", "-c", "4,64", "--isl", "1k", "--osl", "256"]
+    text = ok(run(*args))
+    assert "footing: " in text and "% of GPU time on measured tables at concurrency 64" in text
+    assert "experts stored in fp4 and computed at" in text and "weight-only" in text
+    assert "engine: sglang-0.5.6 (" in text
+    a = json.loads(ok(run(*args, "--json")))["attrs"]
+    assert a["footing"] in ("measured", "partly measured", "extrapolated")
+    assert 0 < a["measured_share"] <= 1 and a["footing_concurrency"] == 64
+    assert (a["moe_precision"], a["kv_precision"], a["precision"]) == ("fp4", "bf16", "fp4")
+
+
+def test_bench_preset_inferencex_sets_the_benchmarks_defaults():
+    base = ["bench", "-m", "Llama-3.1-8B", "-c", "4", "--osl", "128", "--json"]
+    a = json.loads(ok(run(*base, "-H", "H100", "--preset", "inferencex")))["attrs"]
+    assert (a["range_ratio"], a["kv_precision"]) == (0.8, "fp8")   # configs/bench_presets.toml
+    a = json.loads(ok(run(*base, "-H", "H100", "--preset", "inferencex", "--range-ratio", "1",
+                          "--kv-precision", "bf16")))["attrs"]
+    assert (a["range_ratio"], a["kv_precision"]) == (1.0, "bf16")  # what the user gives wins
+    a = json.loads(ok(run(*base, "-H", "A100", "--preset", "inferencex")))["attrs"]
+    assert a["kv_precision"] == "bf16"                               # no FP8 on A100
+    assert "did you mean 'inferencex'?" in fails(run(*base, "--preset", "inferenceX2"))

@@ -58,8 +58,13 @@ def _concurrency(ctx, param, value):
               help="Prompt tokens (the largest, with --range-ratio).")
 @click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens (the largest, with --range-ratio).")
-@click.option("--range-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
-              help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (InferenceX 0.8).")
+@click.option("--range-ratio", type=click.FloatRange(0, 1), default=None,
+              help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (default 1, "
+                   "or the --preset's: InferenceX 0.8).")
+@click.option("--preset", default=None, metavar="NAME",
+              help="A benchmark's settings where you give none (configs/bench_presets.toml, "
+                   "each sourced): inferencex = range ratio 0.8, FP8 KV cache where the device "
+                   "has FP8, 10 prompts per client, the default engine profile's flags.")
 @click.option("--concurrency", "-c", callback=_concurrency, default=None, metavar="LIST",
               help="Requests in flight, e.g. 1,2,4,...,512 (default that list, or the "
                    "--compare files' values).")
@@ -87,7 +92,7 @@ def _concurrency(ctx, param, value):
 def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_precision,
               moe_precision, kv_precision, attention_precision, dispatch_precision,
               combine_precision, draft_depth, acceptance_rate,
-              draft_model, overlap, isl, osl, range_ratio, concurrency, num_prompts, engine,
+              draft_model, overlap, isl, osl, range_ratio, preset, concurrency, num_prompts, engine,
               no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, wide, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
@@ -112,6 +117,11 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     if prefill_pool is not None and parallelism is not None:
         raise SpecError("--parallelism is the aggregated shape; with --prefill-pool/"
                         "--decode-pool give each pool's shape there")
+    from ..analysis.bench.presets import apply_preset
+    from ..specs import load_hardware
+
+    range_ratio, kv_precision, preset_notes = apply_preset(
+        preset, load_hardware(hardware), range_ratio=range_ratio, kv_precision=kv_precision)
     measured = None
     if compare_paths:
         from ..analysis.bench.results import read_bench_results
@@ -135,11 +145,14 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             f"{'' if not no_engine_time else ' without its own time'}")
     if measured is not None:
         text = _comparison_text(df, measured, fmt, head, wide)
+        if fmt in ("table", "markdown"):
+            text += "\n" + _footing_line(a, preset_notes, wide)
     elif fmt in ("table", "markdown"):
         cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
                 [c for c in TABLE_COLUMNS if c in df])
         text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
-                      width=10_000 if wide else None)
+                      width=10_000 if wide or uncertainty else None)   # bands never wrap
+        text += "\n" + _footing_line(a, preset_notes, wide)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -155,6 +168,29 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     click.echo(text)
     if plot_path is not None and fmt in ("table", "markdown"):
         click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")
+
+
+def _footing_line(a, notes, wide: bool) -> str:
+    """Under the table: what the prediction stands on (plan's footing, at one concurrency),
+    the precisions run and any weight-only fallback, and the engine profile."""
+    import math
+
+    from ..output.tables import fit_lines
+
+    share = a.get("measured_share")
+    pct = (f" ({100 * share:.0f}% of GPU time on measured tables at concurrency "
+           f"{a['footing_concurrency']})" if isinstance(share, float) and math.isfinite(share)
+           and a.get("footing") != "roofline-only" else "")
+    prec = ", ".join(f"{w} {a[k]}" for k, w in (("weight_precision", "weights"),
+                                                 ("moe_precision", "experts"),
+                                                 ("kv_precision", "KV cache"),
+                                                 ("attention_precision", "attention"))
+                     if a.get(k) is not None)
+    lines = [f"footing: {a.get('footing') or 'unknown'}{pct}", f"precisions: {prec}",
+             *[f"precision: {n}" for n in [a.get("precision_note")] + list(notes) if n],
+             f"engine: {a['engine']} ({a['engine_description']})"]
+    text = "\n".join(lines)
+    return text if wide else fit_lines(text)
 
 
 def _with_bands(df, columns):
