@@ -136,3 +136,31 @@ def test_bench_preset_inferencex_sets_the_benchmarks_defaults():
     a = json.loads(ok(run(*base, "-H", "A100", "--preset", "inferencex")))["attrs"]
     assert a["kv_precision"] == "bf16"                               # no FP8 on A100
     assert "did you mean 'inferencex'?" in fails(run(*base, "--preset", "inferenceX2"))
+
+
+# ---- nothing wrong accepted, nothing lost ----------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--acceptance-rate", "nan"], "'--acceptance-rate': 'nan' is not a finite number"),
+    (["bench", "--range-ratio", "inf"], "--range-ratio"),
+    (["plan", "--rental-usd-per-gpu-hour", "inf"], "'inf' is not a finite number"),
+    (["plan", "--capex-usd-per-gpu", "nan"], "'nan' is not a finite number"),
+    (["plan", "--load", "nan"], "--load"),
+    (["bench", "-o", ""], "--output '': give a file name"),
+    (["plan", "-o", ""], "--output '': give a file name"),
+])
+def test_non_finite_numbers_and_empty_names_are_refused(args, message):
+    assert message in fails(run(*args))
+
+
+def test_plan_never_overwrites_an_emitted_config_without_force_and_writes_all_or_nothing(
+        tmp_path):
+    cfg, out = tmp_path / "plan.toml", tmp_path / "plan.json"
+    cfg.write_text("# the user's own file\n")
+    args = ["plan", "-m", "Llama-3.1-8B", "-H", "H100", "--gpus", "1", "-a", "batch_size=8",
+            "--price", "llama-3.1-8b-together-2025-08", "--emit-config", str(cfg), "-o", str(out)]
+    line = fails(run(*args))
+    assert "--emit-config" in line and "--force" in line
+    assert cfg.read_text() == "# the user's own file\n" and not out.exists()    # nothing written
+    ok(run(*args, "--force"))
+    assert "[decode]" in cfg.read_text() and out.exists()

@@ -49,7 +49,7 @@ def _concurrency(ctx, param, value):
 @p.precision_options
 @click.option("--draft-depth", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Draft tokens per step (MTP or --draft-model).")
-@click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
+@click.option("--acceptance-rate", type=p.FiniteRange(0, 1), default=None,
               help="Acceptance of the first draft position (default: the engine's 0.8).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
 @click.option("--overlap", type=click.Choice(["none", "two-batch"]), default="none",
@@ -58,7 +58,7 @@ def _concurrency(ctx, param, value):
               help="Prompt tokens (the largest, with --range-ratio).")
 @click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens (the largest, with --range-ratio).")
-@click.option("--range-ratio", type=click.FloatRange(0, 1), default=None,
+@click.option("--range-ratio", type=p.FiniteRange(0, 1), default=None,
               help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (default 1, "
                    "or the --preset's: InferenceX 0.8).")
 @click.option("--preset", default=None, metavar="NAME",
@@ -111,6 +111,10 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             raise SpecError(f"--plot {plot_path!r}: the name must end in .png, .svg or .pdf")
         from ..errors import require
         require("matplotlib", f"--plot {plot_path}", extra="plots")
+    from ..output.files import check_target
+    for path, opt in ((output, "--output"), (plot_path, "--plot")):
+        if path is not None:
+            check_target(path, option=opt)     # a bad name fails before the prediction runs
     if (prefill_pool is None) != (decode_pool is None):
         raise SpecError("--prefill-pool and --decode-pool go together (a disaggregated "
                         "deployment needs both)")
@@ -159,12 +163,13 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
         text = json_text({"points": records(df), "attrs": dict(a)})
     else:
         text = render(df, fmt)
-    if output is not None:
-        from ..output.files import write_text_atomic
-        write_text_atomic(output, text + "\n")
+    # all or nothing: the plot (the write that can fail on its own) before the output
     if plot_path is not None:
         from ..output.bench_plot import plot_bench
         plot_bench([(f"{a['hardware']} {a['deployment']}", df)], plot_path, measured=measured)
+    if output is not None:
+        from ..output.files import write_text_atomic
+        write_text_atomic(output, text + "\n")
     click.echo(text)
     if plot_path is not None and fmt in ("table", "markdown"):
         click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")

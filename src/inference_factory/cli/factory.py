@@ -6,7 +6,7 @@ import click
 
 from ..output.files import check_target, write_text_atomic
 from ..bounds import MAX_REQUESTS
-from .params import engine_option, price_basis_options
+from .params import FiniteRange, engine_option, price_basis_options
 
 # the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
 # command line's --help stays fast
@@ -89,7 +89,7 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
                                   "prefill-first) and names it; not its limits, intervals or "
                                   "host times.")
 @price_basis_options
-@click.option("--target-utilization", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--target-utilization", type=FiniteRange(0, 1, min_open=True), default=None,
               metavar="U", help="Busy share of the GPUs the fleet is sized for (default: the "
               "config's [fleet] target_utilization, else 0.8 of configs/provisioning.toml; "
               "plan --load applies the same rule).")

@@ -103,6 +103,23 @@ class ShapeParam(click.ParamType):
         return out
 
 
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that refuses NaN and infinities: click's range compares, and NaN
+    passes every comparison (``--acceptance-rate nan`` was accepted)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        x = super().convert(value, param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return x
+
+
+#: A finite float (NaN and infinities refused), for options without a range.
+FINITE = FiniteRange()
+
+
 class TokensParam(click.ParamType):
     """A token count: ``1024``, ``1k`` or ``8k`` (:func:`~inference_factory.specs.grammar.
     parse_tokens`, the one parser of lengths)."""

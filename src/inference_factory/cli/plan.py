@@ -79,19 +79,19 @@ def _gpus(ctx, param, value):
                    "cache_hit_rate, context_cv).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
 @engine_option(note="Its scheduling runs the aggregated candidates' closed loop, as in bench.")
-@click.option("--load", "load", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--load", "load", type=p.FiniteRange(min=0, min_open=True), default=None,
               metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs at "
               "--target-utilization, and the share of it the --gpus budget serves.")
-@click.option("--target-utilization", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--target-utilization", type=p.FiniteRange(0, 1, min_open=True), default=None,
               metavar="U", help="Busy share of the GPUs a fleet is sized for (default 0.8, "
               "configs/provisioning.toml; simulate applies the same rule).")
 @click.option("--price", default=None, metavar="ID",
               help="Price id (see 'inference-factory prices list'); the config needs one.")
 @click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default="rental",
               show_default=True, help="How a GPU-hour is charged.")
-@click.option("--rental-usd-per-gpu-hour", type=click.FloatRange(min=0, min_open=True),
+@click.option("--rental-usd-per-gpu-hour", type=p.FiniteRange(min=0, min_open=True),
               default=None, help="Override the hardware file's rental price.")
-@click.option("--capex-usd-per-gpu", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--capex-usd-per-gpu", type=p.FiniteRange(min=0, min_open=True), default=None,
               help="Override the hardware file's purchase price.")
 @p.price_basis_options
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
@@ -106,6 +106,8 @@ def _gpus(ctx, param, value):
                    "point, widened by the model-structure term (docs/MODEL.md section 13).")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the recommendations in the chosen --format.")
+@click.option("--force", is_flag=True, help="Replace existing --emit-config files (without "
+              "it an existing file is never overwritten).")
 @click.option("--wide", is_flag=True, help="Table: every column of a recommendation, library "
               "names (default: the ones a person reads, within 100 characters).")
 @format_option
@@ -119,7 +121,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
              plot_path: str | None, emit_config: str | None, uncertainty: bool,
-             output: str | None, wide: bool, fmt: str | None, as_json: bool) -> None:
+             output: str | None, force: bool, wide: bool, fmt: str | None,
+             as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
     Searches tensor/data/expert parallelism within the budget, aggregated vs P/D, the
@@ -146,6 +149,10 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     if plot_path is not None:
         from ..errors import require
         require("matplotlib", f"--plot {plot_path}", extra="plots")
+    from ..output.files import check_target
+    for path, opt in ((output, "--output"), (plot_path, "--plot"), (emit_config, "--emit-config")):
+        if path is not None:
+            check_target(path, option=opt)     # a bad name fails before the search runs
     searched = {"batch_size": DEFAULT_BATCHES, "draft_depth": None,
                 "prefill_batch_size": DEFAULT_PREFILL_BATCHES, "overlap": None}
     refused = [k for k in axes if k in ("tp", "dp", "ep", "kv_len", "prompt_len", "final_len")
@@ -222,14 +229,20 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
                              if configs else {})})
     else:
         text = render(recs, fmt)
+    # all or nothing: every target checked (an emitted config never replaces a file of the
+    # user's without --force), then the plot (the write that can fail on its own), the
+    # configs and the output; each write names its own option
+    from ..output.files import write_text_atomic
+    for path, _, _ in configs:
+        check_target(path, option="--emit-config", overwrite=force)
     if output is not None:
-        from ..output.files import write_text_atomic
-        write_text_atomic(output, text + "\n")
+        check_target(output, option="--output")
     if plot_path is not None:
         plot_front(result, plot_path)
     for path, _, config_text in configs:
-        from ..output.files import write_text_atomic
-        write_text_atomic(path, config_text)
+        write_text_atomic(path, config_text, option="--emit-config")
+    if output is not None:
+        write_text_atomic(output, text + "\n")
     click.echo(text)
     if fmt in ("table", "markdown"):
         if plot_path is not None:
