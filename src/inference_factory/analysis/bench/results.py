@@ -121,7 +121,8 @@ def _num(rec: dict, key: str, where: str, *, required: bool = False, integer: bo
         f = None
     if f is None or math.isnan(f) or f < lo or (key in POSITIVE and f <= 0) or (
             math.isinf(f) and key != "request_rate") or (
-            integer and (not f.is_integer() or f > MAX_WHOLE)):
+            integer and (not f.is_integer() or f > MAX_WHOLE or (
+                isinstance(x, int) and x > MAX_WHOLE))):
         raise SpecError(f"{where}: field {key!r} = {show(v)} must be {kind}")
     return f
 
