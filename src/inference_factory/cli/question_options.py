@@ -12,7 +12,7 @@ from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
 from ..output.tables import render
-from .params import FINITE, FiniteRange, format_option
+from .params import FiniteRange, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
 
@@ -174,16 +174,16 @@ def _economics_options(func: Callable) -> Callable:
                      help="Price id (see 'inference-factory prices list'; needed for margins)."),
         click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default=None,
                      help="How a GPU-hour is charged (default rental)."),
-        click.option("--rental-usd-per-gpu-hour", type=FINITE, default=None,
+        click.option("--rental-usd-per-gpu-hour", type=click.FLOAT, default=None,
                      help="Override the hardware file's rental price."),
-        click.option("--capex-usd-per-gpu", type=FINITE, default=None,
+        click.option("--capex-usd-per-gpu", type=click.FLOAT, default=None,
                      help="Override the hardware file's purchase price."),
-        click.option("--depreciation-years", type=FINITE, default=None, help="Default 4."),
-        click.option("--pue", type=FINITE, default=None, help="Default 1.3."),
-        click.option("--usd-per-kwh", type=FINITE, default=None, help="Default 0.08."),
-        click.option("--utilization", type=FINITE, default=None,
+        click.option("--depreciation-years", type=click.FLOAT, default=None, help="Default 4."),
+        click.option("--pue", type=click.FLOAT, default=None, help="Default 1.3."),
+        click.option("--usd-per-kwh", type=click.FLOAT, default=None, help="Default 0.08."),
+        click.option("--utilization", type=click.FLOAT, default=None,
                      help="Busy share of the GPU-hour, (0, 1] (default 1)."),
-        click.option("--input-per-output", "input_tokens_per_output_token", type=FINITE,
+        click.option("--input-per-output", "input_tokens_per_output_token", type=click.FLOAT,
                      default=None,
                      help="Input tokens per output token (default: DeepSeek's published day, "
                           "608B input / 168B output)."),
