@@ -128,7 +128,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                uncertainty=True if uncertainty else None, as_frame=True)
     a = df.attrs
     head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
-            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
+            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a.get('engine_label', a['engine'])}"
             f"{'' if not no_engine_time else ' without its own time'}")
     if measured is not None:
         text = _comparison_text(df, measured, fmt, head)
