@@ -274,7 +274,7 @@ def resolve_serving_engine(name, where: str, path: str | os.PathLike | None = No
     if hardware is None:
         return matches[0]
     hw = getattr(hardware, "name", hardware)
-    for e in matches:
+    for e in (*[e for e in matches if hw in e.devices], *matches):  # a listing before '*'
         if e.runs_on(hw):
             return e.on(hw)
     runs = "; ".join(f"{e.name}: {', '.join(sorted(e.devices))}" for e in matches)
@@ -287,9 +287,11 @@ def engines_for_plan(names, hardware: str, path: str | os.PathLike | None = None
     :func:`resolve_serving_engine`; a name without a profile for the device is skipped), or
     every profile the file searches by default that runs there."""
     _, engines, _ = _load(path)
-    if names is None:
+    if names is None:         # per engine: the profiles that list the device, else a '*' one
+        listed = {e.engine for e in engines.values() if hardware in e.devices}
         return [e.on(hardware) for e in engines.values()
-                if e.search_by_default and e.runs_on(hardware)]
+                if e.search_by_default and e.runs_on(hardware)
+                and (hardware in e.devices or e.engine not in listed)]
     out = []
     for n in ([names] if isinstance(names, (str, ServingEngine)) else list(names)):
         try:
