@@ -65,7 +65,7 @@ def fit_host_times(predict, measured: pd.DataFrame) -> dict[str, Any]:
     ``median_tpot_ms``, ``median_ttft_ms``) matches ``measured`` (one row per run with
     ``max_concurrency``); returns the terms, the per-run errors before and after and the
     leave-one-out errors."""
-    m = measured.dropna(subset=["max_concurrency"])
+    m = measured.dropna(subset=["max_concurrency"]).sort_values("max_concurrency")
     conc = m["max_concurrency"].astype(int).to_numpy()
     meas = np.column_stack([m["median_tpot_ms"].to_numpy(float),
                             m["median_ttft_ms"].to_numpy(float)])
