@@ -80,6 +80,15 @@ def _concurrency(ctx, param, value):
 @click.option("--compare", "compare_paths", multiple=True, metavar="FILE.json",
               help="Measured results (vllm bench serve --save-result, or InferenceX's processed "
                    "JSON; a file, JSONL or folder; repeat): print predicted vs measured.")
+@click.option("--calibrate", "calibrate_paths", multiple=True, metavar="FILE.json",
+              help="Fit the engine profile's host times (per decode step, per prefill pass; "
+                   "nothing in the physics) to your own runs of this deployment (vllm bench "
+                   "serve --save-result or InferenceX files; repeat), print the leave-one-out "
+                   "error before and after and write the profile (--profile-out), which "
+                   "--engine FILE.toml then reads.")
+@click.option("--profile-out", default=None, metavar="FILE.toml",
+              help="Where --calibrate writes the fitted profile (default "
+                   "<profile>-<hardware>-calibrated.toml).")
 @click.option("--num-gpus", type=click.IntRange(min=1), default=None,
               help="GPUs of the measured runs where the --compare files do not say.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
@@ -93,7 +102,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
               moe_precision, kv_precision, attention_precision, dispatch_precision,
               combine_precision, draft_depth, acceptance_rate,
               draft_model, overlap, isl, osl, range_ratio, preset, concurrency, num_prompts, engine,
-              no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, wide, fmt, as_json) -> None:
+              no_engine_time, uncertainty, compare_paths, calibrate_paths, profile_out,
+              num_gpus, plot_path, output, wide, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
     throughput (total and per GPU) and interactivity, with vLLM's key names.
@@ -126,13 +136,24 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
 
     range_ratio, kv_precision, preset_notes = apply_preset(
         preset, load_hardware(hardware), range_ratio=range_ratio, kv_precision=kv_precision)
+    shape = dict(parallelism or {})
+    if calibrate_paths:
+        _calibrate(calibrate_paths, profile_out, model=model, hardware=hardware, engine=engine,
+                   num_gpus=num_gpus, fmt=fmt, **shape, prefill_pool=prefill_pool,
+                   decode_pool=decode_pool, weight_precision=weight_precision,
+                   moe_precision=moe_precision, kv_precision=kv_precision,
+                   attention_precision=attention_precision,
+                   dispatch_precision=dispatch_precision, combine_precision=combine_precision,
+                   draft_depth=draft_depth, acceptance_rate=acceptance_rate,
+                   draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
+                   range_ratio=range_ratio, num_prompts=num_prompts)
+        return
     measured = None
     if compare_paths:
         from ..analysis.bench.results import read_bench_results
         measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
         if concurrency is None:
             concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
-    shape = dict(parallelism or {})
     df = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
                weight_precision=weight_precision, moe_precision=moe_precision,
                kv_precision=kv_precision, attention_precision=attention_precision,
@@ -145,7 +166,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                uncertainty=True if uncertainty else None, as_frame=True)
     a = df.attrs
     head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
-            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
+            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a.get('engine_label', a['engine'])}"
             f"{'' if not no_engine_time else ' without its own time'}")
     if measured is not None:
         text = _comparison_text(df, measured, fmt, head, wide)
@@ -196,6 +217,29 @@ def _footing_line(a, notes, wide: bool) -> str:
              f"engine: {a['engine']} ({a['engine_description']})"]
     text = "\n".join(lines)
     return text if wide else fit_lines(text)
+
+
+def _calibrate(paths, profile_out, *, fmt, **kw) -> None:
+    """``--calibrate``: fit, print the errors, write the profile file."""
+    from ..analysis.bench.calibrate import calibrate
+    from ..output.files import json_text, write_text_atomic
+
+    if profile_out is not None and not profile_out.lower().endswith(".toml"):
+        raise SpecError(f"--profile-out {profile_out!r}: the name must end in .toml")
+    got = calibrate(list(paths), **kw)
+    eng = got["engine"]
+    path = profile_out or f"{eng.name}-{eng.device.lower()}-calibrated.toml"
+    write_text_atomic(path, got["profile_toml"])
+    terms = got["fit"]["terms"]
+    if fmt == "json":
+        click.echo(json_text({"terms": terms, "summary": got["summary"], "profile": path}))
+        return
+    head = (f"{eng.label()}: host time fitted to {len(got['fit']['concurrency'])} runs "
+            f"(concurrency {', '.join(map(str, got['fit']['concurrency']))}): "
+            f"{terms['host_s_per_decode_step'] * 1e3:.3g} ms per decode step, "
+            f"{terms['host_s_per_prefill_pass'] * 1e3:.3g} ms per prefill pass")
+    click.echo(render(got["summary"], fmt if fmt != "csv" else "table", header=head))
+    click.echo(f"wrote {path}: use it with --engine {path}")
 
 
 def _with_bands(df, columns):

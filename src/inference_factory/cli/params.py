@@ -233,13 +233,16 @@ def precision_options(func):
 
 
 def _engine(ctx, param, value):
-    """``--engine NAME`` -> the resolved profile (:func:`..specs.engines.resolve_serving_engine`;
-    an unknown name is one line naming the option, the value and the allowed names)."""
+    """``--engine NAME`` checked (:func:`..specs.engines.resolve_serving_engine`; an unknown
+    name is one line naming the option, the value and the allowed names) and kept as given:
+    an engine (``sglang``, ``trtllm@1.3``) picks its profile per device where the command
+    knows the device."""
     if value is None:
         return None
     from ..specs.engines import resolve_serving_engine
 
-    return resolve_serving_engine(value, "--engine")
+    resolve_serving_engine(value, "--engine")
+    return value
 
 
 def engine_option(func=None, *, config: bool = False, note: str = ""):
@@ -252,8 +255,11 @@ def engine_option(func=None, *, config: bool = False, note: str = ""):
                  if config else "default ")
         return click.option(
             "--engine", default=None, metavar="PROFILE", callback=_engine,
-            help=f"Serving-engine profile of configs/serving_engines.toml ({where}"
-                 f"sglang-0.5.6; also vllm-v1, ideal).{' ' + note if note else ''}")(f)
+            help=f"Serving engine: an engine (sglang, vllm, trtllm, atom; NAME@VERSION picks "
+                 f"a version) whose profile for the device runs, a profile of "
+                 f"configs/serving_engines.toml (sglang-0.5.6, sglang-0.5.12-rocm, vllm-v1, "
+                 f"trtllm-1.3, atom-0.1, ideal) or a profile file (bench --calibrate writes "
+                 f"one) ({where}sglang; docs/ENGINES.md).{' ' + note if note else ''}")(f)
     return deco if func is None else deco(func)
 
 

@@ -15,7 +15,7 @@ from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
 #: Columns printed as a table (every column goes to csv and json).
-TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+TABLE_COLUMNS = ("hardware", "engine", "engine_version", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
                  "instances", "decode_instances", "prefill_instances", "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
                  "overlap", "batch_size", "draft_depth", "concurrency",
                  "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
@@ -78,7 +78,12 @@ def _gpus(ctx, param, value):
                    "fixed engine values (acceptance_rate, expert_skew, redundant_experts, "
                    "cache_hit_rate, context_cv).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
-@engine_option(note="Its scheduling runs the aggregated candidates' closed loop, as in bench.")
+@engine_option(note="plan keeps the deployments that engine runs on each device and prices "
+                    "them with its profile (default: every bundled engine, each row naming "
+                    "its engine).")
+@click.option("--emit-launch", "emit_launch", default=None, metavar="FILE.sh",
+              help="Write each device's recommendation as the engine's own launch command "
+                   "(several devices: FILE-<device>.sh).")
 @click.option("--load", "load", type=p.FiniteRange(min=0, min_open=True), default=None,
               metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs at "
               "--target-utilization, and the share of it the --gpus budget serves.")
@@ -120,8 +125,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              price: str | None, cost_basis: str,
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
-             plot_path: str | None, emit_config: str | None, uncertainty: bool,
-             output: str | None, force: bool, wide: bool, fmt: str | None,
+             plot_path: str | None, emit_config: str | None, emit_launch: str | None,
+             uncertainty: bool, output: str | None, force: bool, wide: bool, fmt: str | None,
              as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
@@ -143,7 +148,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     profiles = g.parse_precision(precision, "--precision")
     hws = _names(hardware) or [DEFAULT_HARDWARE]
     for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),
-                                (emit_config, (".toml",), "--emit-config")):
+                                (emit_config, (".toml",), "--emit-config"),
+                                (emit_launch, (".sh",), "--emit-launch")):
         if path is not None and not path.lower().endswith(suffixes):
             raise SpecError(f"{opt} {path!r}: the name must end in {' or '.join(suffixes)}")
     if plot_path is not None:
@@ -206,7 +212,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         text += _band_note(recs)
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
-        more = _footing_note(recs) + _load_note(recs, result.request, gpus[1])
+        more = _footing_note(recs) + _launch_note(recs) + _load_note(recs, result.request,
+                                                                      gpus[1])
         if notes:
             more += "\n" + "\n".join(f"precision: {n}" for n in notes)
         text += more if wide else fit_lines(more)
@@ -233,14 +240,19 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     # user's without --force), then the plot (the write that can fail on its own), the
     # configs and the output; each write names its own option
     from ..output.files import write_text_atomic
+    launches = _launches(result, emit_launch) if emit_launch is not None else []
     for path, _, _ in configs:
         check_target(path, option="--emit-config", overwrite=force)
+    for path, _, _ in launches:
+        check_target(path, option="--emit-launch", overwrite=force)
     if output is not None:
         check_target(output, option="--output")
     if plot_path is not None:
         plot_front(result, plot_path)
     for path, _, config_text in configs:
         write_text_atomic(path, config_text, option="--emit-config")
+    for path, _, body in launches:
+        write_text_atomic(path, body, option="--emit-launch")
     if output is not None:
         write_text_atomic(output, text + "\n")
     click.echo(text)
@@ -250,6 +262,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         for path, hw, _ in configs:
             click.echo(f"wrote {path}: factory config of the {hw} recommendation "
                        f"(inference-factory simulate --config {path})")
+        for path, hw, _ in launches:
+            click.echo(f"wrote {path}: launch command of the {hw} recommendation")
 
 
 def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]:
@@ -267,6 +281,36 @@ def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]
     several = len(result.request["hardware"]) > 1
     return [(config_path(path, hw, several), hw, config_toml(result, hw, price=price))
             for hw in good]
+
+
+def _launches(result, path: str) -> list[tuple[str, str, str]]:
+    """(file, hardware, script) of each device's recommendation with a launch command."""
+    from ..analysis.plan.config import config_path
+
+    recs = result.recommendations
+    several = len(result.request["hardware"]) > 1
+    out = []
+    for _, r in recs.iterrows():
+        cmd = str(r.get("launch_command") or "")
+        if cmd:
+            hw = str(r["hardware"])
+            head = (f"#!/bin/sh\n# {result.request['model']} on {hw}: {r['mode']}, engine "
+                    f"{r.get('engine_label', r.get('engine'))} "
+                    f"(inference-factory plan; docs/ENGINES.md)\n")
+            out.append((config_path(path, hw, several), hw, head + cmd + "\n"))
+    if not out:
+        raise SpecError("--emit-launch: no device has a recommendation that meets the targets")
+    return out
+
+
+def _launch_note(recs) -> str:
+    """Under the table: each recommendation's engine and launch command."""
+    if "launch_command" not in recs:
+        return ""
+    lines = [f"\nlaunch ({r['hardware']}, {r.get('engine_label', r.get('engine'))}):\n  "
+             + str(r["launch_command"]).replace("\n", "\n  ")
+             for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 def _footing_note(recs) -> str:

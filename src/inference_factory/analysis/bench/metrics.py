@@ -211,6 +211,7 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
     attrs = {"model": model, "hardware": hardware, "deployment": deployment,
              "isl": isl, "osl": osl, "range_ratio": range_ratio,
              "engine": engine.name, "engine_description": engine.description,
+             "engine_label": engine.label(), "engine_version": engine.version,
              "engine_time": int(engine_time), **{k: str(v) for k, v in precisions.items()},
              **dict(footing or {})}
     if as_frame:

@@ -162,7 +162,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         "",
         f"name = {_toml_value('plan-' + str(r['hardware']).lower())}",
         f"description = {_toml_value(desc)}",
-        *([f"engine = {_toml_value(str(req['engine']))}"] if req.get("engine") else []),
+        *([f"engine = {_toml_value(str(r.get('engine') or req['engine']))}"]
+          if (r.get("engine") or req.get("engine")) else []),
         "",
         "[model]",
         f"name = {_toml_value(m.name)}",

@@ -51,7 +51,7 @@ def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 #: Columns of a recommendation, in order.
 RECOMMENDATION_COLUMNS = (
-    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+    "hardware", "engine", "engine_version", "engine_label", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
     "instances", "decode_instances", "prefill_instances", "decode_gpus", "prefill_gpus", "gpus",
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",

@@ -303,8 +303,13 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
             raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
     from ...specs.provisioning import target_utilization as _target
     util = _target(target_utilization, "target_utilization")
-    from ...specs.engines import resolve_serving_engine
-    eng = resolve_serving_engine(engine, "engine")
+    from ...specs.engines import engines_for_plan, resolve_serving_engine
+    from .engines import add_launch, engine_candidates
+    names = None if engine is None else (
+        [engine] if isinstance(engine, str) or not isinstance(engine, (list, tuple))
+        else list(engine))
+    for n in names or []:
+        resolve_serving_engine(n, "engine")      # an unknown name: one line
     m = load_model(model)
     m.check_context(isl, osl)
     hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
@@ -332,13 +337,23 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 final_len=grid["final_len"])
     rows: list[pd.DataFrame] = []
     notes: dict[str, list[str]] = {}
+    used: dict[tuple[str, str], Any] = {}
     for hw in hws:
+        engines = engines_for_plan(names, hw.name)
+        if not engines:
+            notes[hw.name] = [f"no engine {'named ' if names else ''}runs on {hw.name}"]
+            continue
+        used.update({(hw.name, e.name): e for e in engines})
         hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
             candidate_shapes(m, hw, max_instance_gpus)
         hw_shapes = [s for s in hw_shapes
                      if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= max_instance_gpus]
         rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
         runs, notes[hw.name] = _profiles(m, hw, profiles)
+        if names is None:       # shapes no engine runs here are not costed at all
+            hw_shapes = [s for s in hw_shapes if any(
+                not e.refusal(mode=e.supports.modes[0], tp=s.get("tp", 1), dp=s.get("dp", 1),
+                              ep=s.get("ep", 1)) for e in engines)]
         for prof in runs:
             precs = {k: v for k, v in prof.items() if k.endswith("_precision")
                      and k != "low_precision"}
@@ -348,9 +363,11 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 res = _shape_grid(m, hw, shape, precs, ovs, axes, engine_kw, rates, cost)
                 if res is not None:  # None: a shape the engine refuses (too many experts...)
                     per_shape.append((shape, res))
-            rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes,
-                                rates=rates, utilization=cost.utilization,
-                                serving_engine=eng)
+            for eng in engines:        # each engine keeps what it runs on this device
+                rows += engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s,
+                                          tpot_s, gpus, modes, rates=rates,
+                                          utilization=cost.utilization,
+                                          notes=notes[hw.name])
     if not rows:
         why = "; ".join(n for ns in notes.values() for n in ns if "refused" in n)
         if why and not any(_profiles(m, hw, profiles)[0] for hw in hws):
@@ -365,6 +382,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     cand = _rank(cand, objective)
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
+    recs = add_launch(recs, m, used)
     if uncertainty is not None and uncertainty is not False:
         from .bands import add_bands
         if kwargs.get("ideal"):
@@ -376,7 +394,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                          engine_kw={k: v for k, v in engine_kw.items()
                                     if k not in ("realism", "ideal")},
                          free_acceptance="acceptance_rate" not in kwargs,
-                         realism=kwargs.get("realism"), serving_engine=eng)
+                         realism=kwargs.get("realism"), serving_engine=used)
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
                    max_instance_gpus=max_instance_gpus,
@@ -389,7 +407,10 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                    precision_notes={h: n for h, n in notes.items() if n},
                    uncertainty=(None if uncertainty is None or uncertainty is False else
                                 "components" if uncertainty == "components" else "full"),
-                   cost=dataclasses.asdict(cost), engine=eng.name)
+                   cost=dataclasses.asdict(cost),
+                   engine=(",".join(sorted({e for _, e in used})) if names is None
+                           else ",".join(str(getattr(n, "name", n)) for n in names)),
+                   engines={f"{h} {e}": used[(h, e)].label() for h, e in sorted(used)})
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})
     return PlanResult(recommendations=recs, candidates=cand, front=front, request=request)
