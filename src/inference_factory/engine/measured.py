@@ -179,6 +179,20 @@ class DeviceTables:
                                 for b, (v, f) in sorted(by.items())}
         return self._provenance
 
+    def gemm_times_quantization(self, backends) -> bool:
+        """Whether every quantised row of the GEMM table comes from a backend in
+        ``backends`` (whose collectors time the activation quantisation with the GEMM)."""
+        key = tuple(backends)
+        if getattr(self, "_quant_key", None) != key:
+            ok = False
+            if backends and self.has("gemm"):
+                df = self.rows("gemm")
+                quantised = df["dtype"].astype(str) != "bf16"
+                names = df["backend"].astype(str)[quantised]
+                ok = bool(quantised.any()) and bool(np.isin(names, list(backends)).all())
+            self._quant_key, self._quant = key, ok
+        return self._quant
+
     def spans_nodes(self, family: str) -> bool:
         """Whether a DeepEP table holds rows measured across more than one node."""
         if family not in self._spans:
@@ -297,7 +311,9 @@ class DeviceTables:
         measured = np.full(v.shape, -np.inf)
         measured[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))] = \
             v[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))]
-        lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured)).values)
+        axes = (None if fam.monotone_axes is None
+                else [fam.axes.index(a) for a in fam.monotone_axes])
+        lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured), axes).values)
         return G.Grid(eta.axes, lat - roof)
 
 

@@ -58,6 +58,8 @@ class Realism:
     runtime_reserve_frac: float
     measured: bool = True
     other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: GEMM-table backends whose rows include the activation quantisation kernel
+    quantization_timed_with_gemm: tuple[str, ...] = ()
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -223,7 +225,9 @@ def _parse_realism(p: Path) -> Realism:
         other_kernels={k: float(getattr(ok, k))
                        for k in ("mla", "gqa", "linear", "compressed", "ffn", "moe",
                                  "shared_expert",
-                                 "per_quantized_gemm_group", "elementwise_passes")},
+                                 "per_quantized_gemm_group", "elementwise_passes",
+                                 "norms_fused_into_allreduce", "fused_allreduce_max_tokens")},
+        quantization_timed_with_gemm=tuple(ok.quantization_timed_with_gemm),
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),
