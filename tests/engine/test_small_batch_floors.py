@@ -54,6 +54,8 @@ def test_small_kernel_counts_by_hand():
     assert _count("Llama-3.1-70B", "B200", 4096.0, tp=8, **fp8) == 5.0
     assert _count("Llama-3.1-70B", "B200", 1.0, tp=1, **fp8) == 5.0
     assert _count("Llama-3.1-70B", "MI300X", 1.0, tp=1, **fp8) == 8.0
+    # MI300X TP8: RCCL all-reduce only, no fused norms: 8 as well
+    assert _count("Llama-3.1-70B", "MI300X", 1.0, tp=8, **fp8) == 8.0
     # attention DP: no fused all-reduce (SGLang's condition), the norms stay
     assert _count("DeepSeek-V3", "B200", 1.0, tp=1, dp=8, ep=8) == pytest.approx(
         _count("DeepSeek-V3", "B200", 1.0, tp=1))

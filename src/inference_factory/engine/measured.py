@@ -182,16 +182,24 @@ class DeviceTables:
     def gemm_times_quantization(self, backends) -> bool:
         """Whether every quantised row of the GEMM table comes from a backend in
         ``backends`` (whose collectors time the activation quantisation with the GEMM)."""
-        key = tuple(backends)
-        if getattr(self, "_quant_key", None) != key:
-            ok = False
-            if backends and self.has("gemm"):
-                df = self.rows("gemm")
-                quantised = df["dtype"].astype(str) != "bf16"
-                names = df["backend"].astype(str)[quantised]
-                ok = bool(quantised.any()) and bool(np.isin(names, list(backends)).all())
-            self._quant_key, self._quant = key, ok
-        return self._quant
+        names = self.backends("gemm", quantised=True)
+        return bool(names) and names <= set(backends)
+
+    def backends(self, family: str, quantised: bool = False) -> frozenset:
+        """The ``backend`` names of a family's rows (only the non-BF16 rows where
+        ``quantised``); empty where the device has no such table."""
+        key = (family, quantised)
+        memo = self.__dict__.setdefault("_backends", {})
+        if key not in memo:
+            names: frozenset = frozenset()
+            if self.has(family):
+                df = self.rows(family)
+                b = df["backend"].astype(str)
+                if quantised:
+                    b = b[df["dtype"].astype(str) != "bf16"]
+                names = frozenset(np.unique(b).tolist())
+            memo[key] = names
+        return memo[key]
 
     def spans_nodes(self, family: str) -> bool:
         """Whether a DeepEP table holds rows measured across more than one node."""

@@ -182,7 +182,9 @@ def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:
     tabs = M.tables_for(g.hw) if g.rl.measured else None
     if tabs is not None and tabs.gemm_times_quantization(g.rl.quantization_timed_with_gemm):
         quant = 0.0
-    if tokens is not None and g.tp > 1 and g.dp == 1 and ok.get("norms_fused_into_allreduce"):
+    fusing = tabs is not None and bool(
+        tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends))
+    if fusing and tokens is not None and g.tp > 1 and g.dp == 1:
         fused = min(ok["norms_fused_into_allreduce"], per_layer)
         per_layer = np.where(tokens <= ok["fused_allreduce_max_tokens"], per_layer - fused,
                              per_layer)

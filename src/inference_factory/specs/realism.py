@@ -60,6 +60,8 @@ class Realism:
     other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
     #: GEMM-table backends whose rows include the activation quantisation kernel
     quantization_timed_with_gemm: tuple[str, ...] = ()
+    #: all-reduce backends whose TP all-reduce runs fused with the residual add and RMSNorm
+    fused_allreduce_backends: tuple[str, ...] = ()
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -228,6 +230,7 @@ def _parse_realism(p: Path) -> Realism:
                                  "per_quantized_gemm_group", "elementwise_passes",
                                  "norms_fused_into_allreduce", "fused_allreduce_max_tokens")},
         quantization_timed_with_gemm=tuple(ok.quantization_timed_with_gemm),
+        fused_allreduce_backends=tuple(ok.fused_allreduce_backends),
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),

@@ -83,6 +83,8 @@ class RealismOtherKernels(_Schema):
     elementwise_passes: _kernels("read+write passes over each token's hidden vector per layer")
     quantization_timed_with_gemm: names("GEMM-table backends whose rows time the activation "
                                         "quantisation with the GEMM")
+    fused_allreduce_backends: names("all-reduce-table backends whose engines fuse the TP "
+                                    "all-reduce with the residual add and RMSNorm")
     norms_fused_into_allreduce: _kernels("RMSNorm kernels per layer run inside the fused TP "
                                          "all-reduce")
     fused_allreduce_max_tokens: num(0, MAX_TOKENS, "most tokens per pass the fused all-reduce takes")
