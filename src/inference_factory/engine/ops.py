@@ -112,7 +112,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
     ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
                   hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
-                  params={"kernels": other_kernel_count(g, L),
+                  params={"kernels": other_kernel_count(g, L, T),
                         "elementwise_bytes": kops.elementwise_bytes(
                             tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
                             bytes_per_elem=2.0)}))
@@ -171,12 +171,23 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
               fallback=fused, params={"mean_routed": mean_routed})
 
 
-def other_kernel_count(g: Geom, L: Layers) -> float:
+def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:
     """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
-    activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
+    activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]:
+    no quantisation kernels where the device's measured GEMMs time them, and the two
+    RMSNorms inside the fused TP all-reduce where a pass of ``tokens`` per rank takes it."""
     ok = g.rl.other_kernels
     per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
     quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
+    tabs = M.tables_for(g.hw) if g.rl.measured else None
+    if tabs is not None and tabs.gemm_times_quantization(g.rl.quantization_timed_with_gemm):
+        quant = 0.0
+    fusing = tabs is not None and bool(
+        tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends))
+    if fusing and tokens is not None and g.tp > 1 and g.dp == 1:
+        fused = min(ok["norms_fused_into_allreduce"], per_layer)
+        per_layer = np.where(tokens <= ok["fused_allreduce_max_tokens"], per_layer - fused,
+                             per_layer)
     n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)
     ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
