@@ -217,6 +217,9 @@ def _model_lines(m: ModelSpec) -> list[str]:
                 ("experts per token", str(m.experts_per_token)),
                 ("shared experts", str(m.n_shared_experts)),
                 ("expert intermediate size", str(m.expert_intermediate_size))]
+        if m.latent_hidden_size:
+            ffn.append(("routed experts' latent width", f"{m.latent_hidden_size} (projected "
+                        f"from and back to {m.hidden_size}; shared experts at {m.hidden_size})"))
     if m.n_mtp_modules:
         ffn.append(("MTP modules", str(m.n_mtp_modules)))
     lines += _kv(ffn)

@@ -100,8 +100,7 @@ class Architecture:
         return (self.n_attention_params + m.n_layers * (m.n_norm_params_per_layer
                                                          + m.n_hyper_connection_params_per_layer)
                 + m.n_dense_layers * m.n_dense_ffn_params_per_layer
-                + m.n_moe_layers * (m.n_router_params_per_layer
-                                    + m.n_shared_experts * m.n_expert_params)
+                + m.n_moe_layers * m.n_moe_non_routed_params_per_layer
                 + m.hidden_size)  # final norm
 
     @property
@@ -127,8 +126,7 @@ class Architecture:
         m = self.spec
         if m.n_mtp_modules == 0:
             return 0.0
-        ffn = (m.n_router_params_per_layer
-               + (m.n_routed_experts + m.n_shared_experts) * m.n_expert_params
+        ffn = (m.n_moe_non_routed_params_per_layer + m.n_routed_experts * m.n_expert_params
                if m.is_moe else m.n_dense_ffn_params_per_layer)
         return (2.0 * m.hidden_size * m.hidden_size + 3.0 * m.hidden_size
                 + self.n_attention_params_per_layer + m.n_norm_params_per_layer + ffn)

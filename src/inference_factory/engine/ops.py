@@ -56,6 +56,13 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
         ops.append(gemm(g, "ffn_down", "shared", L.n_dense_ffn, T, h, i, wp))
     if m.is_moe and L.n_moe:
         ops.append(gemm(g, "router", "attn1", L.n_moe, T, m.n_routed_experts, h, "bf16"))
+        if m.latent_hidden_size:
+            # a latent MoE projects every token down to the experts' width before the
+            # dispatch and back up after the combine, whole on every TP rank (aiconfigurator
+            # sdk/models/kimi_k3.py _ffn_ops: latent_down_gemm / latent_up_gemm, unsharded)
+            r = m.latent_hidden_size
+            ops.append(gemm(g, "latent_down", "attn1", L.n_moe, T, r, h, wp))
+            ops.append(gemm(g, "latent_up", "shared", L.n_moe, T, h, r, wp))
         if m.n_shared_experts:
             i = m.n_shared_experts * m.expert_intermediate_size / tp
             ops.append(gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
@@ -73,7 +80,9 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                                    ("combine", g.combine_b, "combine")):
                 ops.append(Op(name, "comm", stage, L.n_moe,
                               family=f"{name}_{'normal' if phase == 'prefill' else 'll'}",
-                              nearest={"hidden_size": h, "num_topk": m.experts_per_token,
+                              # the payload is the experts' input: a latent MoE's latent
+                              nearest={"hidden_size": m.expert_hidden_size,
+                                       "num_topk": m.experts_per_token,
                                        "num_experts": m.n_routed_experts,
                                        "node_num": max(g.ep / M.DEEPEP_NODE_GPUS, 1.0)},
                               coords=(local,),
@@ -131,7 +140,8 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     dtype = gemm_dtype(m.quant_format(g.eprec, experts=True), g.hw)
     tokens = T * g.dp                         # unique tokens entering the EP group
     eb = units.BYTES_PER_ELEMENT[g.eprec]
-    kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
+    h = m.expert_hidden_size                  # a latent MoE's experts run at the latent width
+    kw = dict(hidden_size=h, inter_size=m.expert_intermediate_size,
               topk=m.experts_per_token, num_experts=m.n_routed_experts)
     # wide EP: DeepEP's grouped GEMM (SGLang tables, DeepSeek shapes); else, and where those
     # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP.
@@ -152,20 +162,20 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     inter = m.expert_intermediate_size / g.moe_tp
 
     def pure(n_):
-        return M.moe_roofline_s(g.hw, dtype, n_, m.hidden_size, m.expert_intermediate_size,
+        return M.moe_roofline_s(g.hw, dtype, n_, h, m.expert_intermediate_size,
                               m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
                               load_factor=g.placement_imbalance)
     return Op("moe", "compute", "mlp", L.n_moe,
-              flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
+              flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=h,
                                             intermediate_size=inter),
               hbm_bytes=kops.grouped_expert_bytes(distinct_experts=distinct, routed_tokens=0.0,
-                                                  hidden_size=m.hidden_size,
+                                                  hidden_size=h,
                                                   intermediate_size=inter, weight_bytes=eb,
                                                   act_bytes=0.0),
               precision=compute_precision(g.hw, g.eprec) or g.eprec, rate="moe",
               m_tokens=routed / np.maximum(distinct, 1e-9),
               family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
-              pure_key=roofline_key(g.hw, "moe", dtype, m.hidden_size,
+              pure_key=roofline_key(g.hw, "moe", dtype, h,
                                     m.expert_intermediate_size, m.experts_per_token,
                                     m.n_routed_experts, g.moe_tp, g.ep, g.placement_imbalance),
               fallback=fused, params={"mean_routed": mean_routed})
