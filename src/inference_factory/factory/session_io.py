@@ -69,7 +69,8 @@ def _objects(path: Path):
 
 
 class _Acc:
-    def __init__(self):
+    def __init__(self, names=()):
+        self.names = names
         self.session, self.prev, self.inp, self.out = [], [], [], []
         self.think, self.line, self.heads = [], [], []
         self.head_ids: dict[Any, int] = {}
@@ -97,7 +98,7 @@ class _Acc:
             raise SpecError(f"{path}: no turns in the file")
         return build_sessions(self.session, self.prev, self.inp, self.out, self.think,
                               self.line, self.heads, self.head_tokens, str(path),
-                              chains_from_heads=self.hashed)
+                              chains_from_heads=self.hashed, names=self.names)
 
 
 def _blocks(acc, path, line, obj, inp, block, scope):
@@ -112,7 +113,7 @@ def _blocks(acc, path, line, obj, inp, block, scope):
 
 
 def _weka(path: Path) -> Sessions:
-    acc = _Acc()
+    acc = _Acc((("input_tokens", "in"), ("output_tokens", "out"), ("think_s", "t")))
     sid = 0
     for line, obj in _objects(path):
         reqs = obj.get("requests")
@@ -146,7 +147,8 @@ def _weka(path: Path) -> Sessions:
 
 
 def _mooncake(path: Path) -> Sessions:
-    acc = _Acc()
+    acc = _Acc((("input_tokens", "input_length"), ("output_tokens", "output_length"),
+                ("think_s", "delay"), ("parent", "parent_turn")))
     last: dict[Any, int] = {}
     turns: dict[Any, list[int]] = {}
     sid_of: dict[Any, int] = {}
@@ -191,7 +193,8 @@ _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 
 def _openai(path: Path) -> Sessions:
-    acc = _Acc()
+    acc = _Acc((("input_tokens", "messages"), ("output_tokens", "tokens"),
+                ("parent", "parent.turn")))
     by_id: dict[Any, list[int]] = {}
     pending = []
     for sid, (line, obj) in enumerate(_objects(path)):
@@ -256,7 +259,7 @@ def load_sessions(path) -> Sessions:
         return _weka(p)
     if "messages" in obj:
         return _openai(p)
-    if "input_length" in obj:
+    if {"input_length", "output_length", "session_id", "hash_ids"} & set(obj):
         return _mooncake(p)
     raise SpecError(f"{p}: line {line}: unknown trace format (keys {sorted(obj)[:6]}); "
                     "expected 'requests' (AIPerf/weka), 'input_length' (Mooncake/AIPerf) "

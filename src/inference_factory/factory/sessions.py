@@ -46,6 +46,7 @@ class Sessions:
     item_turn_end: np.ndarray    # bool per item
     line: np.ndarray             # int64 per turn: the file line it came from (0: generated)
     source: str = ""
+    names: tuple = ()            # (field, the file's name for it) pairs for error messages
 
     @property
     def n_turns(self) -> int:
@@ -57,6 +58,7 @@ class Sessions:
 
     def fail(self, i: int, field: str, value, must: str) -> SpecError:
         where = f"line {int(self.line[i])}" if self.line[i] > 0 else f"turn {i}"
+        field = dict(self.names).get(field, field)
         return SpecError(f"{self.source}: {where}: field {field!r} = {value!r} {must}")
 
     def check(self, extends: bool = True) -> "Sessions":
@@ -116,7 +118,7 @@ class Sessions:
 
 
 def build_sessions(session, prev, inp, out, think, line, head_items, head_tokens,
-                   source: str, chains_from_heads: bool = False) -> Sessions:
+                   source: str, chains_from_heads: bool = False, names=()) -> Sessions:
     """Sessions from per-turn lists: each turn's chain is its ``prev``'s chain plus
     ``prev``'s own item (its new tokens and output), or ``head_items[i]`` (ids into
     ``head_tokens``: a shared system prompt) for a turn without ``prev``. With
@@ -127,7 +129,7 @@ def build_sessions(session, prev, inp, out, think, line, head_items, head_tokens
                  np.asarray(inp, np.int64), np.asarray(out, np.int64),
                  np.asarray(think, float), np.zeros(1, np.int64), np.zeros(0, np.int64),
                  np.zeros(0, np.int64), np.zeros(n, np.int64), np.zeros(0, bool),
-                 np.asarray(line, np.int64), source)
+                 np.asarray(line, np.int64), source, tuple(names))
     s.check(extends=not chains_from_heads)
     n_head = len(head_tokens)
     if chains_from_heads:
@@ -140,7 +142,7 @@ def build_sessions(session, prev, inp, out, think, line, head_items, head_tokens
         return Sessions(s.session, s.prev, s.input_tokens, s.output_tokens, s.think_s, off,
                         flat, np.asarray(head_tokens, np.int64).reshape(-1)
                         if n_head else np.ones(1, np.int64), np.full(n, -1, np.int64),
-                        turn_end, s.line, source)
+                        turn_end, s.line, source, s.names)
     chains: list[list[int]] = [[] for _ in range(n)]
     ctok = np.zeros(n, np.int64)
     order = _topological(s.prev)
@@ -164,7 +166,7 @@ def build_sessions(session, prev, inp, out, think, line, head_items, head_tokens
     return Sessions(s.session, s.prev, s.input_tokens, s.output_tokens, s.think_s,
                     np.concatenate(([0], np.cumsum(lengths))).astype(np.int64), flat,
                     item_tokens, np.arange(n_head, n_head + n, dtype=np.int64), turn_end,
-                    s.line, source)
+                    s.line, source, s.names)
 
 
 def _topological(prev: np.ndarray) -> np.ndarray:

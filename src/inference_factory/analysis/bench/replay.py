@@ -97,9 +97,13 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
                 weight_precision=None, moe_precision=None, kv_precision=None,
                 attention_precision=None, draft_depth: int = 0, acceptance_rate=None,
                 engine=None, engine_time: bool = True, seed: int = 0,
-                cached_input_fraction: float | None = None, price: str | None = None) -> dict:
+                cached_input_fraction: float | None = None, price: str | None = None,
+                capacity_tokens: tuple[float, float, float] | None = None,
+                per_turn: bool = False) -> dict:
     """Replay a session trace at each concurrency (module docstring). Returns
-    ``{"points": [one dict per concurrency, AIPerf's key names where they exist], "attrs"}``."""
+    ``{"points": [one dict per concurrency, AIPerf's key names where they exist], "attrs"}``.
+    ``capacity_tokens`` (HBM, DRAM, NVMe) replaces the tiers' sizes (tests, what-ifs);
+    ``per_turn`` keeps each point's per-turn arrays under ``"turns"``."""
     from .serve import _concurrency, _whole
 
     m, hw = load_model(model), load_hardware(hardware)
@@ -146,7 +150,7 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
     held = pool.tp * bpt_gpu                                    # bytes per token per rank
     k = agentic_constants()
     hybrid = arch.state_bytes_per_sequence(kvp) > 0
-    snap = 0.0
+    snap = state_gpu = 0.0
     if hybrid:
         state_gpu = sum(g.layers * g.memory.bytes_per_sequence / g.kv_split
                         for g in arch.memory_groups(kvp, pool.tp))
@@ -187,12 +191,20 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
             b = float(st.decoding[0])
             caps = (float(np.interp(b, dtab.batch, free_hbm)) / bpt_gpu * pool.ranks,
                     dram_b / held, nvme_b / held) if prefix_cache else (0.0, 0.0, 0.0)
+            if capacity_tokens is not None and prefix_cache:
+                caps = tuple(float(x) for x in capacity_tokens)
             hits, peak = cache_hits(s, start, caps, snap, interval)
             n_eff = float(np.clip(e2e.sum() / (span.sum() / c), 1.0, c))
         met = turn_metrics(st, s, sched, start, scale, restore, hits, dtab, ptab, eng,
                            pass_max=pass_max, concurrency=c, engine_time=engine_time,
-                           seed=rng_seed, ranks=pool.ranks)
-        dur = span.sum() / c
+                           seed=rng_seed, ranks=pool.ranks, keep=per_turn)
+        # bytes one GPU reads back from DRAM / NVMe (its KV split; a hybrid's state snapshot
+        # per restored prefix)
+        met["restored_bytes_per_gpu"] = float(hits[1:].sum() * bpt_gpu) + (float(
+            state_gpu * (hits[1:].sum(0) > 0).sum()) if hybrid else 0.0)
+        # lanes are busy span / N; the drawn latencies' excess over the mean ones the
+        # schedule used (the first wave, queue tails) delays the lane that waits on it
+        dur = (span.sum() + met.pop("_e2e_sum_s") - e2e.sum()) / c
         met.update(concurrency=c, num_gpus=pool.gpus, duration=dur,
                    requests_in_flight=n_eff, decode_batch_per_rank=float(st.decoding[0]),
                    **{f"kv_capacity_tokens_{t}": float(cv) for t, cv in

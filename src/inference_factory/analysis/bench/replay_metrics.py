@@ -19,7 +19,7 @@ from ...units import SECONDS_PER_HOUR
 
 def turn_metrics(st, s, sched, start, scale, restore, hits, decode, prefill, eng, *,
                  pass_max: float, concurrency: int, engine_time: bool, seed: int,
-                 ranks: int) -> dict:
+                 ranks: int, keep: bool = False) -> dict:
     """Per-turn TTFT, TPOT and E2E drawn at the loop state ``st`` (one concurrency)."""
     n = s.n_turns
     rng = np.random.default_rng(seed)
@@ -63,6 +63,11 @@ def turn_metrics(st, s, sched, start, scale, restore, hits, decode, prefill, eng
     for t, name in enumerate(("hbm", "dram", "nvme")):
         res[f"prefix_hit_rate_{name}"] = float(hits[t].sum() / inp.sum())
     res["_e2e_sum_s"] = float(e2e.sum())
+    if keep:
+        res["turns"] = dict(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, start_s=start,
+                            restore_s=np.asarray(restore, float) * np.ones(n),
+                            hit_tokens_hbm=hits[0], hit_tokens_dram=hits[1],
+                            hit_tokens_nvme=hits[2])
     return res
 
 
@@ -103,4 +108,3 @@ def economics(points: list[dict], hw, *, cached_input_fraction=None, price=None,
                                                + p["total_output_tokens"]) * 1e6
         p["cached_input_fraction"] = frac
         p["price_id"] = pr.id
-        p.pop("_e2e_sum_s", None)
