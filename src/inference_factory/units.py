@@ -22,6 +22,11 @@ BYTES_PER_ELEMENT = {
     "fp16": 2.0,
     "fp8": 1.0,
     "fp4": 4.25 / 8.0,
+    # INT4 weight-only (W4A16): 4-bit integers plus one BF16 scale per group of 32, as
+    # Kimi-K2-Thinking/K2.5 ship them (quantization_config: compressed-tensors, int,
+    # num_bits 4, strategy group, group_size 32, symmetric: no zero point); ASSUMPTION:
+    # scales at the checkpoint dtype (bfloat16). 4 + 16/32 = 4.5 bits.
+    "int4": 4.5 / 8.0,
 }
 PRECISIONS = tuple(BYTES_PER_ELEMENT)
 

@@ -299,7 +299,7 @@ def test_summary_by_phase_and_hardware(dev_results):
     (dict(tp="1.5"), "tp", "must be an integer"),
     (dict(tp="0"), "tp", "must be an integer in [1, "),
     (dict(overlap="some"), "overlap", "not one of"),
-    (dict(kv_precision="int4"), "kv_precision", "not one of"),
+    (dict(kv_precision="int2"), "kv_precision", "not one of"),
     (dict(weight_precision="fp4"), "weight_precision", "no tensor-core rate"),
     (dict(cache_hit_rate="1"), "cache_hit_rate", "in [0, 1)"),
     (dict(n_gpus="8", tp="4", dp="1"), "n_gpus", "tp x dp"),

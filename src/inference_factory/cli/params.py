@@ -103,6 +103,35 @@ class ShapeParam(click.ParamType):
         return out
 
 
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that refuses NaN and infinities: click's range compares, and NaN
+    passes every comparison (``--acceptance-rate nan`` was accepted)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        x = super().convert(value, param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return x
+
+
+#: A finite float (NaN and infinities refused), for options without a range.
+FINITE = FiniteRange()
+
+
+class TokensParam(click.ParamType):
+    """A token count: ``1024``, ``1k`` or ``8k`` (:func:`~inference_factory.specs.grammar.
+    parse_tokens`, the one parser of lengths)."""
+
+    name = "TOKENS"
+
+    def convert(self, value, param, ctx):
+        from ..specs.grammar import parse_tokens
+
+        return parse_tokens(value, _opt(param))
+
+
 class PoolParam(click.ParamType):
     """A pool of instances: ``N:SHAPE`` (``2:tp=8`` or ``1:dp=8,ep=8``) -> ``{"instances": 2,
     "tp": 8}``."""

@@ -109,9 +109,16 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
             lines += ["", f"{phase} operations (time per step)"]
             lines.append(_table(["OP", "TIME", "RESOURCE", "SOURCE"], rows, right=(1,)))
         lines += ["", "footing (share of op time per cost source)"]
-        lines += _kv([(phase, _footing_text(ops, phase)) for phase in ("decode", "prefill")],
-                     width=_K)
+        lines += _kv([(phase, _footing_text(ops, phase)) for phase in ("decode", "prefill")]
+                     + [("tables", _tables_text(hw))], width=_K)
     return "\n".join(lines)
+
+
+def _tables_text(hw: str) -> str:
+    """Who measured the device's tables (backends, versions, tables), or 'none'."""
+    from ..analysis.plan.footing import measured_tables
+
+    return measured_tables(hw, detail=True) or "none (every op on the realistic roofline)"
 
 
 #: The outputs whose 80 % band the one-point report shows: (label, variable, format).

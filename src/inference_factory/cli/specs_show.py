@@ -49,7 +49,7 @@ def hardware_list(fmt: str | None, as_json: bool) -> None:
     fmt = _chosen_format(fmt, as_json)
     if fmt in ("table", "markdown"):      # no pandas here: 'hardware list' starts fast
         rows = [{k: v for k, v in r.items() if k != "file"} for r in rows]
-    click.echo(_render(rows, fmt))
+    click.echo(_render(rows, fmt, human=True))
 
 
 def _unloadable(exc: SpecError) -> str:

@@ -238,10 +238,12 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
 
 def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None, pure_key=None):
     tabs = tables_for(g.hw)
-    if tabs is None or not tabs.has(op.family):
+    if tabs is None:
         return None, G.ROOFLINE
-    curve = tabs.curve(op.family, op.keys, op.nearest)
-    if curve is None:
-        return None, G.ROOFLINE
-    return curve.time_s(pure_fn, *(coords or op.coords), mode="separable", memo=memo,
-                        pure_key=pure_key)
+    for family, keys, nearest in ((op.family, op.keys, op.nearest),) + (
+            (op.fallback,) if op.fallback else ()):
+        curve = tabs.curve(family, keys, nearest) if tabs.has(family) else None
+        if curve is not None:
+            return curve.time_s(pure_fn, *(coords or op.coords), mode="separable", memo=memo,
+                                pure_key=pure_key)
+    return None, G.ROOFLINE

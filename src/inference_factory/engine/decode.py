@@ -21,7 +21,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["mtp_acceptance_by_position", "with_mtp_acceptance", "decode_outputs"]
+from ..errors import SpecError
+
+__all__ = ["mtp_acceptance_by_position", "with_mtp_acceptance", "published_acceptance",
+           "decode_outputs"]
 
 
 def mtp_acceptance_by_position(first_position_acceptance: float, depth: int) -> np.ndarray:
@@ -40,16 +43,61 @@ def with_mtp_acceptance(m, kwargs: Mapping[str, Any], draft_depth) -> dict[str, 
     """The engine options with the draft's acceptance per position as ``simulate`` uses it:
     ``a_i = a_1 * decay^(i-1)`` (:func:`inference_factory.kernels.speculative.acceptance_by_position`,
     decay ``configs/realism.toml`` ``[speculative]``, a component measurement of the MTP
-    head), ``a_1`` the given ``acceptance_rate`` (else the engine's default). A separate draft
-    model keeps a constant acceptance (the decay is measured for MTP heads only)."""
+    head), ``a_1`` the given ``acceptance_rate`` (else the engine's default). Where no
+    ``acceptance_rate`` is given and the model has a published acceptance-length curve
+    (``configs/acceptance.toml``), the acceptance per position derived from that curve
+    instead (:func:`published_acceptance`). A separate draft model keeps a constant
+    acceptance (the decay is measured for MTP heads only)."""
     from ..axes import NUMERIC_AXES
 
     out = dict(kwargs)
     deepest = int(max(draft_depth)) if len(draft_depth) else 0
     if deepest < 1 or out.get("draft_model") or not m.n_mtp_modules:
         return out
+    golden = published_acceptance(m) if "acceptance_rate" not in out else None
+    if golden is not None:      # the model's published curve; past its depths, its last value
+        acc = np.concatenate([golden, np.full(max(deepest - golden.size, 0), golden[-1])])
+        out["acceptance_by_position"] = [float(a) for a in acc[:deepest]]
+        return out
     a1 = float(out.pop("acceptance_rate", NUMERIC_AXES["acceptance_rate"][0]))
     out["acceptance_by_position"] = [float(a) for a in mtp_acceptance_by_position(a1, deepest)]
+    return out
+
+
+def published_acceptance(m, mode: str | None = None) -> np.ndarray | None:
+    """The draft's acceptance per position 1..K derived from the acceptance-length curve
+    published for model ``m`` (``configs/acceptance.toml``: InferenceX's golden curves, in
+    thinking mode ``mode``, default the file's), or None where none is published
+    (:func:`inference_factory.kernels.speculative.acceptance_from_acceptance_lengths`)."""
+    from ..kernels.speculative import acceptance_from_acceptance_lengths
+
+    entry = acceptance_curves().get(m.name)
+    if entry is None:
+        return None
+    mode = mode or entry["mode"]
+    if mode not in entry:
+        raise SpecError(f"configs/acceptance.toml: [{m.name!r}] has no {mode!r} curve; "
+                        f"allowed {[k for k in entry if k.startswith('thinking_')]}")
+    return acceptance_from_acceptance_lengths(entry[mode])
+
+
+def acceptance_curves() -> dict[str, dict[str, Any]]:
+    """``configs/acceptance.toml`` by model name, each curve checked: 1 <= AL(k) <= k + 1."""
+    from ..specs.files import data_dir, read_toml
+
+    path = data_dir("configs") / "acceptance.toml"
+    out = read_toml(path)
+    for name, entry in out.items():
+        for key in ("file", "key", "source", "draft", "mode"):
+            if not isinstance(entry.get(key), str):
+                raise SpecError(f"{path}: [{name!r}].{key} is missing (required, a string)")
+        for mode, al in entry.items():
+            if mode.startswith("thinking_") and not (
+                    isinstance(al, list) and al and all(
+                        isinstance(x, (int, float)) and 1 <= x <= k + 1
+                        for k, x in enumerate(al, start=1))):
+                raise SpecError(f"{path}: [{name!r}].{mode} = {al!r} must list AL(k) for "
+                                "k = 1.. with 1 <= AL(k) <= k + 1")
     return out
 
 

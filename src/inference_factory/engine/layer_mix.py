@@ -97,7 +97,8 @@ class Architecture:
         """Non-expert parameters touched by every token, excluding embedding and lm_head:
         attention, norms, dense FFN layers, routers and shared experts."""
         m = self.spec
-        return (self.n_attention_params + m.n_layers * m.n_norm_params_per_layer
+        return (self.n_attention_params + m.n_layers * (m.n_norm_params_per_layer
+                                                         + m.n_hyper_connection_params_per_layer)
                 + m.n_dense_layers * m.n_dense_ffn_params_per_layer
                 + m.n_moe_layers * (m.n_router_params_per_layer
                                     + m.n_shared_experts * m.n_expert_params)

@@ -29,6 +29,7 @@ from . import grid as G
 # table_families_<kind>.py, imported on the line below (one name per kind)
 from .table_families import DEEPEP_NODE_GPUS, FAMILIES, FILES, Family  # noqa: F401
 from . import table_families_linear  # noqa: F401,E402 (registers gdn_*, kda_*)
+from . import table_families_dsa  # noqa: F401,E402  (DSA module tables)
 from .table_files import Rows, read_table
 from .table_rooflines import (  # noqa: F401 (re-exported: ops, cost and tests read them here)
     DTYPES,
@@ -158,6 +159,26 @@ class DeviceTables:
             df = self.rows("gemm")
             self._floor = float(df[FAMILIES["gemm"].value].min()) * units.US
         return self._floor
+
+    def provenance(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Who measured the tables, from their provenance columns: backend -> (versions,
+        table files), e.g. ``{"aiter": (("0.1.7.post2.dev18", "e4048607a5"), ("gemm", "moe")),
+        "rccl": (("rccl-tests ae3e635",), ("allreduce",))}``."""
+        if not hasattr(self, "_provenance"):
+            by: dict[str, tuple[set, set]] = {}
+            for family, (fname, _) in FILES.items():
+                if not self.has(family):
+                    continue
+                if fname not in self._files:
+                    self._files[fname] = Rows(read_table(self.folder / fname))
+                df = self._files[fname]
+                for b, v in set(zip(df["backend"], df["version"])):
+                    versions, files = by.setdefault(str(b), (set(), set()))
+                    versions.add(str(v))
+                    files.add(fname[:-4])
+            self._provenance = {b: (tuple(sorted(v)), tuple(sorted(f)))
+                                for b, (v, f) in sorted(by.items())}
+        return self._provenance
 
     def spans_nodes(self, family: str) -> bool:
         """Whether a DeepEP table holds rows measured across more than one node."""

@@ -62,6 +62,8 @@ def gemm_dtype(fmt: str, hw=None) -> str:
         # with FP4 tensor cores MXFP4 x MXFP8 (Blackwell); without, weight-only MXFP4 x BF16
         return ("w4a8_mxfp4_mxfp8" if hw is None or "fp4" in hw.dense_flop_per_s
                 else "w4a16_mxfp4")
+    if fmt == "int4":      # W4A16: AIConfigurator's weight-only int4 rows
+        return "int4_wo"
     return fmt if fmt in ("fp8", "fp8_block", "nvfp4") else "bf16"
 
 

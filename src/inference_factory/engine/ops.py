@@ -19,6 +19,7 @@ from . import measured as M
 from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
+from .hyper_connections import mhc_ops
 from .op import Op, gemm, gemm_dtype, roofline_key
 from .precision import compute_precision
 
@@ -45,6 +46,8 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     ops += attention_ops(g, L.attention, Pass(seqs=seqs, new_tokens=new_tokens,
                                               cached_tokens=cached_tokens, kv_len=kv_len,
                                               tokens=T, phase=phase))
+
+    ops += mhc_ops(g, L.n_total, T)      # DeepSeek-V4's residual streams (none elsewhere)
 
     # ---- feed-forward -------------------------------------------------------------------------
     if L.n_dense_ffn:
@@ -87,6 +90,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
             for name, stage in (("moe_gather", "dispatch"), ("moe_reduce", "combine")):
                 ops.append(Op(name, "comm", stage, L.n_moe, family="allreduce",
                               keys={"kernel": "custom"}, nearest={"num_gpus": n},
+                              fallback=_library_allreduce(n),
                               coords=(msg,), params={"kind": "allreduce", "message_bytes": msg,
                                                      "n_ranks": n}))
     if tp > 1:
@@ -94,6 +98,7 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
         for stage in ("tp_attn", "tp_ffn"):
             ops.append(Op("allreduce_" + stage[3:], "comm", stage, L.n_total, family="allreduce",
                           keys={"kernel": "custom"}, nearest={"num_gpus": tp}, coords=(msg,),
+                          fallback=_library_allreduce(tp),
                           params={"kind": "allreduce", "message_bytes": msg, "n_ranks": tp}))
 
     # ---- embedding, lm_head, and the small kernels between the GEMMs ----------------------------
@@ -112,6 +117,12 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                             tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
                             bytes_per_elem=2.0)}))
     return ops
+
+
+def _library_allreduce(n):
+    """The collective library's all-reduce rows (NCCL / RCCL: kernel "nccl"), read where a
+    device's table has no custom all-reduce rows (MI300X: AMD's rccl-tests run only)."""
+    return ("allreduce", {"kernel": "nccl"}, {"num_gpus": n})
 
 
 def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:

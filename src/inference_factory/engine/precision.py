@@ -10,7 +10,9 @@ from ..specs import HardwareSpec
 #: format, dequantised in the kernel and multiplied at 16 bits (vLLM's Marlin and SGLang's
 #: MXFP4 x BF16 MoE kernels on Hopper and Ampere; AIConfigurator measures the latter on H100
 #: and H200, the ``w4a16_mxfp4`` rows of their MoE tables).
-WEIGHT_ONLY_FORMATS = ("fp4", "fp8")
+#: INT4 (W4A16, Kimi-K2-Thinking) is weight-only everywhere: no device here lists INT4 tensor
+#: cores (AIConfigurator's ``int4_wo`` MoE rows on B200 and H200 measure it so).
+WEIGHT_ONLY_FORMATS = ("fp4", "fp8", "int4")
 
 
 def compute_precision(hw: HardwareSpec, precision: str) -> str | None:

@@ -21,7 +21,8 @@ DTYPES = {"bf16": ("bf16", 2.0), "fp8": ("fp8", 1.0), "fp8_block": ("fp8", 1.0),
           "nvfp4": ("fp4", units.BYTES_PER_ELEMENT["fp4"]),
           # MXFP4 weights with MXFP8 activations (FP8 tensor cores) or BF16 activations
           "w4a8_mxfp4_mxfp8": ("fp8", units.BYTES_PER_ELEMENT["fp4"]),
-          "w4a16_mxfp4": ("bf16", units.BYTES_PER_ELEMENT["fp4"])}
+          "w4a16_mxfp4": ("bf16", units.BYTES_PER_ELEMENT["fp4"]),
+          "int4_wo": ("bf16", units.BYTES_PER_ELEMENT["int4"])}     # W4A16
 
 #: The model AIConfigurator's MLA tables were collected at (their rows carry no dimensions);
 #: its MLA dimensions, read from models/DeepSeek-V3.toml, are those of every table row.

@@ -21,6 +21,7 @@ from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.files import read_toml
 from ..specs.prices import CostModel, Price, load_prices
+from ..specs.provisioning import default_target_utilization
 from .trace import WorkloadClass, WorkloadSpec
 
 LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "expert_balancing",
@@ -303,7 +304,7 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
         warn(f"{p}: model.price = {price_id!r} is a price of {prices[price_id].model!r}, not of "
              f"{spec.name!r}; margins compare another model's list price")
     util = _set(doc.fleet and doc.fleet.target_utilization,
-                base.target_utilization if base else 0.75)
+                base.target_utilization if base else default_target_utilization())
 
     ec = doc.economics
     be = base.economics if base else FACTORY_COSTS

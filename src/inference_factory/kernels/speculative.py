@@ -45,3 +45,33 @@ def acceptance_by_position(*, first_position_acceptance, decay_per_position, dep
     """
     i = np.arange(int(depth), dtype=float)
     return float(first_position_acceptance) * float(decay_per_position) ** i
+
+
+def acceptance_from_acceptance_lengths(acceptance_lengths):
+    r"""Per-position draft acceptance a_1..a_K from a measured acceptance-length curve
+    AL(1..K) (mean tokens per verify step at each draft length k, separately measured).
+
+    A chain draft accepts position i only if every earlier one was accepted, so
+    AL(k) = 1 + \sum_{i<=k} q_i with q_i = \prod_{j<=i} a_j non-increasing in i. The measured
+    increments AL(k) - AL(k-1) (AL(0) = 1) are made non-increasing by pooling adjacent
+    violators (the least-squares non-increasing fit, which keeps AL at the end of every
+    pooled run: exact wherever the measured curve is already consistent), clipped to
+    [0, 1]; then a_i = q_i / q_{i-1}.
+
+    .. math:: a_i = q_i / q_{i-1}, \qquad q_0 = 1
+
+    Source: the expected tokens per step of :func:`expected_tokens_per_step_sequence`
+    (Leviathan et al. 2023, position-dependent form) read backwards; the curves are
+    InferenceX's golden_al_distribution (configs/acceptance.toml)."""
+    al = np.asarray(acceptance_lengths, dtype=float)
+    inc = np.diff(np.concatenate([[1.0], al]))
+    blocks = []                                   # [sum, count] of pooled runs
+    for x in inc:
+        blocks.append([x, 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] < blocks[-1][0] / blocks[-1][1]:
+            s, c = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    q = np.clip(np.concatenate([np.full(c, s / c) for s, c in blocks]), 0.0, 1.0)
+    prev = np.concatenate([[1.0], q[:-1]])
+    return np.divide(q, prev, out=np.zeros_like(q), where=prev > 0)

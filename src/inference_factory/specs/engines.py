@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .catalog import _cached
 from .files import read_toml, data_dir
 
@@ -108,7 +108,8 @@ def resolve_serving_engine(name, where: str,
     default, engines, _ = _load(path)
     key = default if name is None else str(name)
     if key not in engines:
-        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines; allowed: "
+        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines"
+                        f"{did_you_mean(key, engines) or ';'} allowed: "
                         f"{', '.join(sorted(engines))}")
     return engines[key]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..kernels import hyper_connections as khc
 from ..kernels import params as kparams
 from .files import read_toml
 
@@ -81,6 +82,9 @@ class ModelSpec:
     layer_mix: tuple[LayerGroup, ...] = ()
     #: the kind's own parameters (``[attention.params]``), as (key, value) pairs
     attention_params: tuple[tuple[str, Any], ...] = ()
+    #: residual streams of hyper-connections (DeepSeek-V4 mHC ``hc_mult``; 0 = none)
+    hyper_connections: int = 0
+    hyper_connection_sinkhorn_iters: int = 0
 
     def quant_format(self, precision: str, experts: bool = False) -> str:
         """Scaling format of weights served in ``precision``: the checkpoint's own format
@@ -91,6 +95,11 @@ class ModelSpec:
         fmt = self.expert_format if experts else self.weight_format
         if precision == stored and fmt:
             return fmt
+        if experts and precision == self.weight_precision and self.weight_format:
+            # experts requantised to the precision of the checkpoint's other weights take
+            # their scaling too (DeepSeek-V4's FP8 requant, sgl-project/DeepSeek-V4-Flash-FP8:
+            # 128x128 blocks throughout), as a file declaring both in it would
+            return self.weight_format
         return QUANT_FORMATS.get(precision, (precision,))[0]
 
     # -- structure ---------------------------------------------------------------------------
@@ -128,6 +137,13 @@ class ModelSpec:
     @property
     def n_norm_params_per_layer(self) -> float:
         return 2.0 * self.hidden_size
+
+    @property
+    def n_hyper_connection_params_per_layer(self) -> float:
+        if not self.hyper_connections:
+            return 0.0
+        return khc.mhc_params_per_layer(hidden_size=self.hidden_size,
+                                        hc_mult=self.hyper_connections)
 
     @property
     def n_embedding_params(self) -> float:
@@ -236,6 +252,8 @@ def _parse_model(path: Path) -> ModelSpec:
         n_mtp_modules=(f.mtp.modules or 0) if f.mtp else 0, aliases=tuple(f.aliases),
         path=str(path), layer_mix=mix,
         attention_params=tuple(sorted(at.params.items())),
+        hyper_connections=a.hyper_connections or 0,
+        hyper_connection_sinkhorn_iters=a.hyper_connection_sinkhorn_iters or 0,
     )
 
 

@@ -220,9 +220,7 @@ def _parse_realism(p: Path) -> Realism:
         routing=f.routing.enabled,
         memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
         measured=f.measured.enabled,
-        other_kernels={k: float(getattr(ok, k))
-                       for k in ("mla", "gqa", "linear", "ffn", "moe", "shared_expert",
-                                 "per_quantized_gemm_group", "elementwise_passes")},
+        other_kernels={k: float(v) for k, v in ok.model_dump().items()},
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),

@@ -25,6 +25,7 @@ class HardwareCompute(_Schema):
     fp16_tflops: Optional[_TFLOPS("fp16")] = None
     fp8_tflops: Optional[_TFLOPS("fp8")] = None
     fp4_tflops: Optional[_TFLOPS("fp4")] = None
+    int4_tflops: Optional[_TFLOPS("int4")] = None
 
 
 class HardwareMeasured(_Schema):
@@ -33,6 +34,7 @@ class HardwareMeasured(_Schema):
     fp16_matmul_tflops: Optional[_TFLOPS("measured fp16 matmul")] = None
     fp8_matmul_tflops: Optional[_TFLOPS("measured fp8 matmul")] = None
     fp4_matmul_tflops: Optional[_TFLOPS("measured fp4 matmul")] = None
+    int4_matmul_tflops: Optional[_TFLOPS("measured int4 matmul")] = None
     kernel_tables: Optional[text("folder of hardware/measured whose kernel tables apply")] = None
     decode_attention_compute_frac: Optional[num(
         0.0, 1.0, "decode-attention kernel fraction of the BF16 peak fitted to this device's "
@@ -117,6 +119,9 @@ class ModelArchitecture(_Schema):
     vocab_size: count(1, 100_000_000, "vocabulary size")
     tied_embeddings: flag("input embedding and lm_head share weights")
     max_position_embeddings: count(1, 1_000_000_000, "longest context, tokens")
+    hyper_connections: Optional[count(0, 64, "residual streams of hyper-connections (mHC "
+                                      "hc_mult; 0 = a plain residual)")] = None
+    hyper_connection_sinkhorn_iters: Optional[count(0, 1000, "Sinkhorn iterations of mHC")] = None
 
 
 #: an attention kind's own parameters: names to scalars (its module checks them)

@@ -29,6 +29,24 @@ def op_source_shares(times_s, sources) -> dict[str, float]:
     return {str(k): float(t[ok][src[ok] == k].sum()) / total for k in dict.fromkeys(src[ok])}
 
 
+def measured_tables(hw, detail: bool = False) -> str:
+    """Who measured the device's kernel tables (its own or its sibling's, ``[measured]
+    kernel_tables``): the backends, e.g. ``aiter, rccl`` (MI300X) or ``nccl, sglang, trtllm,
+    vllm`` (H200); with ``detail`` each backend's versions and tables, e.g. ``aiter
+    0.1.7.post2.dev18/e4048607a5 (gemm, moe); rccl rccl-tests ae3e635 (allreduce)``. Empty
+    for a device without tables."""
+    from ...engine import tables_for
+    from ...specs import load_hardware
+
+    tabs = tables_for(load_hardware(hw) if isinstance(hw, str) else hw)
+    if tabs is None:
+        return ""
+    prov = tabs.provenance()
+    if not detail:
+        return ", ".join(prov)
+    return "; ".join(f"{b} {'/'.join(v)} ({', '.join(f)})" for b, (v, f) in prov.items())
+
+
 def footing_label(measured_share: float, table_share: float) -> str:
     """``"measured"`` where at least :data:`MEASURED_FOOTING_SHARE` of the GPU time is read
     at or between measured table rows, ``"extrapolated"`` where that much is on tables only

@@ -210,7 +210,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
          batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
          prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
          min_gpus: int = 1, uncertainty: Any = None, engine: Any = None,
-         **kwargs: Any) -> PlanResult:
+         target_utilization: float | None = None, **kwargs: Any) -> PlanResult:
     """Recommend one deployment per hardware type for a GPU budget and latency targets.
 
     Parameters
@@ -235,7 +235,12 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     objective : str
         One of :data:`OBJECTIVES` (default: lowest all-in $/M output tokens).
     load_output_tokens_per_s : float, optional
-        A load to size for: adds ``gpus_for_load`` (and per pool for P/D).
+        A load to size for: adds ``gpus_for_load`` (and per pool for P/D) at
+        ``target_utilization``, and ``load_share_frac``: the share of the load the
+        recommendation's own GPUs serve at it.
+    target_utilization : float, optional
+        Busy share of the GPUs a fleet is sized for (default ``configs/provisioning.toml``:
+        the rule ``simulate`` applies, so an emitted config simulates to the same counts).
     modes : "aggregated" and/or "disaggregated"
     shapes : list of {"tp", "dp", "ep"}, optional
         Instance shapes to try (default :func:`candidate_shapes` within the budget).
@@ -296,6 +301,8 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
               "dispatch_precision", "acceptance_by_position"):
         if k in kwargs:
             raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
+    from ...specs.provisioning import target_utilization as _target
+    util = _target(target_utilization, "target_utilization")
     from ...specs.engines import resolve_serving_engine
     eng = resolve_serving_engine(engine, "engine")
     m = load_model(model)
@@ -354,7 +361,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                         f"{m.name} on {', '.join(h.name for h in hws)}")
     cand = pd.concat(rows, ignore_index=True)
     if load_output_tokens_per_s is not None:
-        _size_for_load(cand, load_output_tokens_per_s, isl, osl)
+        _size_for_load(cand, load_output_tokens_per_s, isl, osl, util)
     cand = _rank(cand, objective)
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
@@ -377,7 +384,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                    isl=isl, osl=osl, ttft_s=ttft_s, tpot_s=tpot_s,
                    price=pr.id if pr is not None else None, cost_basis=cost.cost_basis,
                    objective=objective, load_output_tokens_per_s=load_output_tokens_per_s,
-                   modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
+                   target_utilization=util, modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
                    precision=[p.label() for p in profiles],
                    precision_notes={h: n for h, n in notes.items() if n},
                    uncertainty=(None if uncertainty is None or uncertainty is False else

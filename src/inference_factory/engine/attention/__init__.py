@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import SpecError
-from . import gqa, linear, mla
+from . import block_sparse, compressed, dsa, gqa, linear, mla
 from .base import AttentionGroup, AttentionKind, Memory, Pass
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ KINDS: dict[str, AttentionKind] = {
     "mla": mla.KIND,
     "gdn": linear.GDN,
     "kda": linear.KDA,
+    "compressed": compressed.KIND,
+    "dsa": dsa.KIND,
+    "block_sparse": block_sparse.KIND,
 }
 
 

@@ -93,20 +93,7 @@ class MLA(AttentionKind):
             ops.append(gemm(g, "q_b", "attn0", n_layers, T, heads * qk, m.q_lora_rank, wp))
         pos = katt.causal_attended_positions(new_tokens=new_tokens, cached_tokens=cached_tokens)
         if p.phase == "decode":
-            bdt = "fp8" if wp == "fp8" else "bf16"
-            for name, k_dim, n_dim, fam, stage in (
-                    ("w_uk", m.qk_nope_head_dim, m.kv_lora_rank, "mla_bmm_pre", "attn0"),
-                    ("w_uv", m.kv_lora_rank, m.head_dim_v, "mla_bmm_post", "attn1")):
-                wb = units.BYTES_PER_ELEMENT[bdt]
-                ops.append(Op(name, "compute", stage, n_layers,
-                              flop=heads * kops.gemm_flop(m=T, n=n_dim, k=k_dim),
-                              hbm_bytes=heads * kops.gemm_bytes(m=0.0, n=n_dim, k=k_dim,
-                                                                input_bytes=0.0, weight_bytes=wb,
-                                                                output_bytes=0.0),
-                              precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
-                              fixed={"num_heads": heads}, coords=(T,),
-                              pure_fn=bmm_roofline_fn(hw, bdt, heads, k_dim, n_dim),
-                              pure_key=roofline_key(hw, fam, bdt, heads, k_dim, n_dim)))
+            ops += absorbed_bmm_ops(g, n_layers, T, heads)
             flop = seqs * katt.mla_absorbed_core_flop(attended_positions=pos, n_q_heads=heads,
                                                       kv_lora_rank=m.kv_lora_rank,
                                                       qk_rope_head_dim=m.qk_rope_head_dim)
@@ -141,6 +128,28 @@ class MLA(AttentionKind):
                           roof_mode=attention_mode(new_tokens / (new_tokens + cached_tokens))))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, h, heads * m.head_dim_v, wp))
         return ops
+
+
+def absorbed_bmm_ops(g, n_layers, T, heads) -> list[Op]:
+    """The weight-absorbed form's batched GEMMs around the latent attention: W_UK (query
+    nope part -> latent) before it, W_UV (latent -> value head) after it, per head over
+    ``T`` tokens (``mla_bmm_pre`` / ``mla_bmm_post`` tables)."""
+    m, hw = g.m, g.hw
+    bdt = "fp8" if g.wprec == "fp8" else "bf16"
+    wb = units.BYTES_PER_ELEMENT[bdt]
+    ops = []
+    for name, k_dim, n_dim, fam, stage in (
+            ("w_uk", m.qk_nope_head_dim, m.kv_lora_rank, "mla_bmm_pre", "attn0"),
+            ("w_uv", m.kv_lora_rank, m.head_dim_v, "mla_bmm_post", "attn1")):
+        ops.append(Op(name, "compute", stage, n_layers,
+                      flop=heads * kops.gemm_flop(m=T, n=n_dim, k=k_dim),
+                      hbm_bytes=heads * kops.gemm_bytes(m=0.0, n=n_dim, k=k_dim, input_bytes=0.0,
+                                                        weight_bytes=wb, output_bytes=0.0),
+                      precision=bdt, m_tokens=T, family=fam, keys={"dtype": bdt},
+                      fixed={"num_heads": heads}, coords=(T,),
+                      pure_fn=bmm_roofline_fn(hw, bdt, heads, k_dim, n_dim),
+                      pure_key=roofline_key(hw, fam, bdt, heads, k_dim, n_dim)))
+    return ops
 
 
 KIND = MLA()

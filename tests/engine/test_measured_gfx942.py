@@ -1,0 +1,133 @@
+"""gfx942 (MI300X / MI325X) measured components beyond AITER's GEMM tables.
+
+Reference values: AMD's published rccl-tests all_reduce_perf run on 8 MI300X (github ROCm/ROCm
+e396b4898, docs/how-to/rocm-for-ai/training/prerequisite-system-validation.rst and its image
+rccl-tests-1-mpi-process-per-gpu.png), transcribed in
+calibration/data/rccl_tests_all_reduce_8x_mi300x.txt; AITER's DeepSeek-V3 fused-MoE rows at 304
+CUs (ROCm/aiter e4048607a5, aiter/configs/model_configs/a8w8_blockscale_tuned_fmoe_ds_v3.csv,
+tuned on MI325X in commit 84493f0e5b).
+"""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import inference_factory as inf
+from inference_factory.engine import measured as M
+from inference_factory.specs import data_dir
+
+from .test_measured import _leave_one_out
+
+ROOT = data_dir("hardware").parent
+LOG = ROOT / "calibration" / "data" / "rccl_tests_all_reduce_8x_mi300x.txt"
+
+
+def _extractor():
+    spec = importlib.util.spec_from_file_location(
+        "extract_rccl_tests", ROOT / "calibration" / "extract_rccl_tests.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rccl_transcription_reproduces_the_printed_bandwidths():
+    """The hand transcription of AMD's screenshot is checked against itself: per row and per
+    mode, algbw = size / time and busbw = algbw x 2 (n-1)/n (rccl-tests' all-reduce factor, n
+    = 8) within the printed 0.01 GB/s rounding, and the mean busbw over all 62 values is the
+    'Avg bus bandwidth : 111.38' the run prints."""
+    rows = _extractor().parse_log(LOG.read_text())
+    assert len(rows) == 31 and rows[0]["size"] == 8 and rows[-1]["size"] == 8589934592
+    bus = []
+    for r in rows:
+        for t, alg, busbw in (r["oop"], r["ip"]):
+            want = r["size"] / (t * 1e-6) / 1e9
+            assert alg == pytest.approx(want, abs=0.006 + 2e-3 * want), r
+            assert busbw == pytest.approx(want * 2 * 7 / 8, abs=0.006 + 3e-3 * want), r
+            bus.append(busbw)
+    assert np.mean(bus) == pytest.approx(111.38, abs=0.005)
+
+
+def test_mi300x_allreduce_table_is_the_log():
+    """The written table: sizes >= 512 B, the faster of out-of-place / in-place per size."""
+    mod = _extractor()
+    rows = mod.table_rows(mod.parse_log(LOG.read_text()), 8, "rccl-tests ae3e635")
+    df = M.tables_for(inf.load_hardware("MI300X")).rows("allreduce").to_frame()
+    assert len(df) == len(rows) == 25
+    assert list(df.message_bytes.astype(int)) == [r[2] for r in rows]
+    assert np.allclose(df.latency_us.astype(float), [float(r[4]) for r in rows])
+    assert set(df.kernel) == {"nccl"} and set(df.num_gpus.astype(int)) == {8}
+    # 16 KB: 13.41 us out-of-place, 15.18 in-place
+    assert float(df[df.message_bytes == 16384].latency_us.iloc[0]) == 13.41
+
+
+def test_mi300x_allreduce_leave_one_out():
+    """Component check: the RCCL curve predicts each left-out size from its neighbours with
+    median |ln(pred/measured)| <= 0.15 (the bar of every measured family)."""
+    tabs = M.DeviceTables(data_dir("hardware") / "measured" / "MI300X",
+                          inf.load_hardware("MI300X"))
+    errs = _leave_one_out(tabs.rows("allreduce").to_frame(), M.FAMILIES["allreduce"])
+    assert errs.size >= 20
+    assert float(np.median(errs)) <= 0.15, float(np.median(errs))
+
+
+@pytest.mark.parametrize("device", ["MI300X", "MI325X"])
+def test_tp8_allreduce_at_a_measured_size_is_the_rccl_time(device):
+    """Llama-3.1-70B decode at batch 1, TP8: each all-reduce moves 8192 x 2 B = 16 KB, a
+    measured size: 80 layers x 13.41 us per all-reduce op, source 'measured'. MI325X has the
+    same xGMI links (448 GB/s) and reads MI300X's tables: the same time."""
+    ds = inf.evaluate("Llama-3.1-70B", device, tp=8, batch_size=1, kv_len=2048, detail="ops")
+    for op in ("allreduce_attn", "allreduce_ffn"):
+        assert float(ds.decode_op_time_s.sel(op=op)) == pytest.approx(80 * 13.41e-6, rel=1e-9)
+        assert set(np.unique(ds.decode_op_source.sel(op=op).values)) == {"measured"}
+
+
+def test_nvidia_allreduce_still_reads_custom_rows():
+    """The collective-library fallback is read only where a device has no custom all-reduce
+    rows: H200 at TP8 keeps SGLang's custom all-reduce at 16 KB: 3.511 us (its table's 3.488 us
+    there, lifted to the 4 KB row's 3.511 by the non-decreasing latency envelope), not NCCL's
+    18.3 us."""
+    ds = inf.evaluate("Llama-3.1-70B", "H200-SXM", tp=8, batch_size=1, kv_len=2048,
+                      detail="ops")
+    assert float(ds.decode_op_time_s.sel(op="allreduce_attn")) == pytest.approx(
+        80 * 3.511e-6, rel=1e-9)
+
+
+def test_deepseek_moe_rows_at_304_cus_are_aiters():
+    """AITER's DeepSeek-V3 fused MoE at 304 CUs (33 local experts = 32 + the fused shared
+    expert, top-9, inter_dim 2048, the EP8 rank) is in the MI300X table (its stored stage errors,
+    17-25 %, no longer drop it), written for EP8 as 264 experts and 8 x token tokens: token 1 =
+    99.21 us (us1 60.1451 + us2 39.0649 in the AITER row)."""
+    df = M.tables_for(inf.load_hardware("MI300X")).rows("moe").to_frame()
+    row = df[(df.hidden_size == 7168) & (df.num_experts == 264) & (df.moe_ep == 8)
+             & (df.num_tokens == 8)]
+    assert len(row) == 1 and float(row.latency_us.iloc[0]) == pytest.approx(99.21)
+    assert (df.hidden_size == 7168).sum() == 15 * 7          # 15 token counts x 7 partitions
+
+
+def test_deepseek_ep8_moe_reads_the_deepseek_rows():
+    """DeepSeek-V3 at TP8 / EP8 on MI300X, batch 8 (8 tokens entering the EP group, the row's
+    token = 1 per rank): the MoE op's nearest measured shape is AITER's DeepSeek row (99.21 us
+    for 9 experts per token: 8 routed + the fused shared one), scaled by the roofline ratio of
+    the op's own shape (8 routed experts per token, 256 experts; the engine costs the shared
+    expert as its own GEMMs): ~8/9 x 99.21 = 88.2 us per layer (within 5 %: the roofline's
+    distinct-expert count is not exactly linear), labelled extrapolated (nearest keys differ)."""
+    m = inf.load_model("DeepSeek-V3")
+    ds = inf.evaluate(m, "MI300X", tp=8, ep=8, batch_size=8, kv_len=2048, detail="ops",
+                      expert_skew=0.0)
+    per_layer = float(ds.decode_op_time_s.sel(op="moe")) / m.n_moe_layers
+    assert per_layer == pytest.approx(99.21e-6 * 8 / 9, rel=0.05)
+    assert set(np.unique(ds.decode_op_source.sel(op="moe").values)) == {"extrapolated"}
+
+
+def test_footing_names_the_amd_tables():
+    """What plan's footing line and roofline's 'tables' row print: the backends that measured
+    each device's tables (the AMD ones by name), with versions and tables in detail."""
+    from inference_factory.analysis.plan.footing import measured_tables
+
+    assert measured_tables("MI300X") == "aiter, rccl"
+    assert measured_tables("MI325X") == "aiter, rccl"        # MI300X's tables
+    assert measured_tables("MI355X") == "aiter"
+    assert measured_tables("H20-96GB") == ""
+    assert measured_tables("MI300X", detail=True) == (
+        "aiter 0.1.7.post2.dev18/e4048607a5 (gemm, moe); rccl rccl-tests ae3e635 (allreduce)")
