@@ -95,6 +95,18 @@ def _concurrency(ctx, param, value):
               help="Draw throughput/GPU vs interactivity and TTFT vs concurrency.")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the result in the chosen --format.")
+@click.option("--trace", default=None, metavar="FILE|NAME",
+              help="Replay agent sessions instead of random prompts: a trace file (AIPerf/"
+                   "weka, Mooncake/AIPerf JSONL with session_id, OpenAI-style conversations), "
+                   "a shape .toml or a bundled shape (agentic_coding); prefix caching on.")
+@click.option("--kv-offload", default="dram", show_default=True, metavar="TIERS",
+              help="With --trace: none, dram (InferenceX's pro-rata rule), dram:GB, dram+nvme.")
+@click.option("--attribution", is_flag=True,
+              help="With --trace: the same trace with caching off, HBM, HBM+DRAM, "
+                   "HBM+DRAM+NVMe (table and --plot lines).")
+@click.option("--cached-input-fraction", type=click.FloatRange(0, 1), default=None,
+              help="With --trace: price of a cached input token over a fresh one "
+                   "(default configs/agentic.toml: 0.10).")
 @click.option("--wide", is_flag=True, help="Table: every column (default: the ones a person "
               "reads, within 100 characters).")
 @format_option
@@ -103,7 +115,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
               combine_precision, draft_depth, acceptance_rate,
               draft_model, overlap, isl, osl, range_ratio, preset, concurrency, num_prompts, engine,
               no_engine_time, uncertainty, compare_paths, calibrate_paths, profile_out,
-              num_gpus, plot_path, output, wide, fmt, as_json) -> None:
+              num_gpus, plot_path, output, wide, trace, kv_offload, attribution,
+              cached_input_fraction, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
     throughput (total and per GPU) and interactivity, with vLLM's key names.
@@ -131,6 +144,19 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     if prefill_pool is not None and parallelism is not None:
         raise SpecError("--parallelism is the aggregated shape; with --prefill-pool/"
                         "--decode-pool give each pool's shape there")
+    if trace is not None:
+        from .bench_trace import run_trace
+        return run_trace(trace=trace, kv_offload=kv_offload, attribution=attribution,
+                         cached_input_fraction=cached_input_fraction, fmt=fmt,
+                         plot_path=plot_path, output=output, compare_paths=compare_paths,
+                         num_gpus=num_gpus, kw=dict(
+                             model=model, hardware=hardware, **dict(parallelism or {}),
+                             prefill_pool=prefill_pool, weight_precision=weight_precision,
+                             moe_precision=moe_precision, kv_precision=kv_precision,
+                             attention_precision=attention_precision, draft_depth=draft_depth,
+                             acceptance_rate=acceptance_rate, engine=engine,
+                             engine_time=not no_engine_time,
+                             **({"concurrency": concurrency} if concurrency else {})))
     from ..analysis.bench.presets import apply_preset
     from ..specs import load_hardware
 

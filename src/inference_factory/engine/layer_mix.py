@@ -150,6 +150,16 @@ class Architecture:
                          for g in self.memory_groups(kv_precision)
                          if np.isinf(g.memory.span_tokens)))
 
+    def kv_bytes_per_token_per_gpu(self, kv_precision: str, tp: int) -> float:
+        """Bytes per token of context that one GPU of a TP group of ``tp`` holds, over the
+        layers that keep every token: each group's bytes over its TP split (``kv_split``;
+        KV heads fewer than ``tp`` and MLA's latent are replicated). A prefix cache's
+        tokens per byte: ``tp`` times this is what the TP group holds per token, the whole
+        model's :meth:`kv_bytes_per_token` only where every group splits ``tp`` ways."""
+        return float(sum(g.layers * g.memory.bytes_per_token / g.kv_split
+                         for g in self.memory_groups(kv_precision, tp)
+                         if np.isinf(g.memory.span_tokens)))
+
     def state_bytes_per_sequence(self, kv_precision: str = "bf16") -> float:
         """Bytes per sequence independent of context, over all layers."""
         return float(sum(g.layers * g.memory.bytes_per_sequence
