@@ -134,7 +134,7 @@ def attention(mirror, system: str):
                 df = df.assign(latency=np.maximum(df["latency"].to_numpy() - delta, 0.0))
             df = df.rename(columns={"backend": "_orig_backend", "version": "_orig_version"})
             df["backend"], df["version"], df["_src"] = be, ver, name
-            df["compress_ratio"] = RATIO[kind]
+            df["compress_ratio"], df["indexer"] = RATIO[kind], int(kind == "csa")
             df["phase"] = "decode" if phase == "generation" else "prefill"
             frames.append(df)
             paths.append(name)
@@ -153,7 +153,7 @@ def attention(mirror, system: str):
     df["latency_us"] = df["latency"] * 1000.0
     df["_lane"] = df["backend"]
     shape = ["hidden_size", "n_heads", "num_heads"] + list(DIMS.values())[2:]
-    key = ["phase", "compress_ratio", "gemm_type", "kv_dtype"] + shape + [
+    key = ["phase", "compress_ratio", "indexer", "gemm_type", "kv_dtype"] + shape + [
         "batch_size", "isl", "kv_len"]
     key = list(dict.fromkeys(key))
     df = X.select(df, key)

@@ -20,7 +20,7 @@ from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
 from .hyper_connections import mhc_ops
-from .op import Op, gemm, gemm_dtype, roofline_key
+from .op import Op, gemm, gemm_dtype, quantization_kernels, roofline_key
 from .precision import compute_precision
 
 __all__ = ["Op", "layer_ops", "moe_op", "other_kernel_count"]
@@ -108,9 +108,11 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     # norm weights are read once per layer (plus the final norm); the activation traffic of
     # the elementwise kernels is costed with their floors in measured mode (cost._other)
     norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
+    # kernels an op measured as a whole module already times (per layer)
+    covered = sum(op.covers_kernels * op.count for op in ops) / max(L.n_total, 1)
     ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
                   hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
-                  params={"kernels": other_kernel_count(g, L),
+                  params={"kernels": other_kernel_count(g, L) - covered,
                         "elementwise_bytes": kops.elementwise_bytes(
                             tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
                             bytes_per_elem=2.0)}))
@@ -168,9 +170,8 @@ def other_kernel_count(g: Geom, L: Layers) -> float:
     activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
     ok = g.rl.other_kernels
     per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
-    quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
-    n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
+    n = per_layer + quantization_kernels(g, 2)           # attention in, attention out
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)
-    ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
-           + L.n_moe * (moe + quant * ok["per_quantized_gemm_group"]))
+    ffn = (L.n_dense_ffn * (ok["ffn"] + quantization_kernels(g, 1))
+           + L.n_moe * (moe + quantization_kernels(g, 1)))
     return n + ffn / max(L.n_total, 1)

@@ -221,7 +221,8 @@ def _parse_realism(p: Path) -> Realism:
         memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
         measured=f.measured.enabled,
         other_kernels={k: float(getattr(ok, k))
-                       for k in ("mla", "gqa", "linear", "compressed", "ffn", "moe",
+                       for k in ("mla", "gqa", "linear", "compressed", "compressed_in_module",
+                                 "ffn", "moe",
                                  "shared_expert",
                                  "per_quantized_gemm_group", "elementwise_passes")},
         default_expert_skew=float(f.experts.default_skew),

@@ -76,6 +76,7 @@ class RealismOtherKernels(_Schema):
     gqa: _kernels("small kernels per GQA block")
     linear: _kernels("small kernels per linear-attention (GDN / KDA) block")
     compressed: _kernels("small kernels per compressed-attention block (DeepSeek-V4)")
+    compressed_in_module: _kernels("of those, the ones a measured V4 attention module times")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")
