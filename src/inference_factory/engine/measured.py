@@ -30,6 +30,7 @@ from . import grid as G
 from .table_families import DEEPEP_NODE_GPUS, FAMILIES, FILES, Family  # noqa: F401
 from . import table_families_linear  # noqa: F401,E402 (registers gdn_*, kda_*)
 from . import table_families_dsa  # noqa: F401,E402  (DSA module tables)
+from . import table_families_v4  # noqa: F401,E402 (registers compressed_module_*, mhc)
 from .table_files import Rows, read_table
 from .table_rooflines import (  # noqa: F401 (re-exported: ops, cost and tests read them here)
     DTYPES,

@@ -20,7 +20,7 @@ from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
 from .hyper_connections import mhc_ops
-from .op import Op, gemm, gemm_dtype, roofline_key
+from .op import Op, gemm, gemm_dtype, quantization_kernels, roofline_key
 from .precision import compute_precision
 
 __all__ = ["Op", "layer_ops", "moe_op", "other_kernel_count"]
@@ -119,9 +119,11 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     # norm weights are read once per layer (plus the final norm); the activation traffic of
     # the elementwise kernels is costed with their floors in measured mode (cost._other)
     norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
+    # kernels an op measured as a whole module already times (per layer)
+    covered = sum(op.covers_kernels * op.count for op in ops) / max(L.n_total, 1)
     ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
                   hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
-                  params={"kernels": other_kernel_count(g, L, T),
+                  params={"kernels": other_kernel_count(g, L, T) - covered,
                         "elementwise_bytes": kops.elementwise_bytes(
                             tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
                             bytes_per_elem=2.0)}))
@@ -188,18 +190,15 @@ def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:
     RMSNorms inside the fused TP all-reduce where a pass of ``tokens`` per rank takes it."""
     ok = g.rl.other_kernels
     per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
-    quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
     tabs = M.tables_for(g.hw) if g.rl.measured else None
-    if tabs is not None and tabs.gemm_times_quantization(g.rl.quantization_timed_with_gemm):
-        quant = 0.0
     fusing = tabs is not None and bool(
         tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends))
     if fusing and tokens is not None and g.tp > 1 and g.dp == 1:
         fused = min(ok["norms_fused_into_allreduce"], per_layer)
         per_layer = np.where(tokens <= ok["fused_allreduce_max_tokens"], per_layer - fused,
                              per_layer)
-    n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
+    n = per_layer + quantization_kernels(g, 2)           # attention in, attention out
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)
-    ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
-           + L.n_moe * (moe + quant * ok["per_quantized_gemm_group"]))
+    ffn = (L.n_dense_ffn * (ok["ffn"] + quantization_kernels(g, 1))
+           + L.n_moe * (moe + quantization_kernels(g, 1)))
     return n + ffn / max(L.n_total, 1)

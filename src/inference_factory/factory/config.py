@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import compute_precision
 from ..errors import SpecError, warn
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
@@ -70,7 +71,12 @@ _PREC_ORDER = ("fp4", "fp8", "bf16")
 
 
 def _lowest_supported(hw: HardwareSpec, wanted: str) -> str:
-    """The lowest precision >= ``wanted`` that the device computes in."""
+    """``wanted`` (the checkpoint's precision) where the device runs it, with its tensor cores
+    or weight-only (:func:`~inference_factory.engine.compute_precision`: stored in the format,
+    multiplied at 16 bits, as ``evaluate`` and ``bench`` run it); else the lowest precision
+    >= ``wanted`` that the device computes in."""
+    if compute_precision(hw, wanted) is not None:
+        return wanted
     i = _PREC_ORDER.index(wanted) if wanted in _PREC_ORDER else len(_PREC_ORDER) - 1
     for p in _PREC_ORDER[i:]:
         if p in hw.dense_flop_per_s:

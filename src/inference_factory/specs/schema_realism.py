@@ -78,6 +78,7 @@ class RealismOtherKernels(_Schema):
     compressed: _kernels("small kernels per compressed-attention block (DeepSeek-V4)")
     dsa: _kernels("small kernels per DSA block (MLA's and the indexer's)")
     block_sparse: _kernels("small kernels per block-sparse (MSA) block")
+    compressed_in_module: _kernels("of those, the ones a measured V4 attention module times")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")

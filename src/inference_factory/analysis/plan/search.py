@@ -106,8 +106,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     """A precision profile on one device, as engine arguments, and a note.
 
     The base (``native`` or ``low``) is the factory's lever (:func:`lever_precisions`): it
-    maps a format the device has no tensor cores for to the next one up (MXFP4 weights on
-    H200 computed in FP8), and the note says so. The parts the user named are kept as named
+    keeps the checkpoint's format where the device runs it, weight-only where it has no
+    tensor cores for it (MXFP4 experts on H200 stored in FP4 and computed at BF16, as
+    ``bench`` runs them), else maps it to the next one up, and the note says so. The parts the user named are kept as named
     (a 4- or 8-bit weight format without its tensor cores runs weight-only, stored in the
     format and computed at 16 bits, and the note says so);
     where the device cannot run one, the profile is refused on that device (None) and the
@@ -127,8 +128,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     from ...engine import compute_precision
     for key, native, what in natives:
         if key not in named and native not in hw.dense_flop_per_s:
-            notes.append(f"{m.name}'s {native} {what} computed at {precs[key]} on {hw.name} "
-                         f"(no {native} tensor cores)")
+            notes.append(f"{m.name}'s {native} {what} stored in {precs[key]} and computed at "
+                         f"{compute_precision(hw, precs[key])} on {hw.name} (no {native} "
+                         "tensor cores)")
         elif key in named and named[key] not in hw.dense_flop_per_s \
                 and compute_precision(hw, named[key]) is not None:
             notes.append(f"{what} stored in {named[key]} and computed at "
@@ -136,8 +138,10 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
                          f"{named[key]} tensor cores)")
     if prof.base == "low" and m.is_moe and "moe_precision" not in named \
             and "fp4" not in hw.dense_flop_per_s:
-        notes.append(f"low on {hw.name}: experts stay at {precs['moe_precision']} "
-                     "(no fp4 tensor cores)")
+        kept, comp = precs["moe_precision"], compute_precision(hw, precs["moe_precision"])
+        notes.append(f"low on {hw.name}: experts stay at {kept}"
+                     + (f", computed at {comp}" if comp != kept else "")
+                     + " (no fp4 tensor cores)")
     try:
         validate_struct(m, hw, {**STRUCT_AXES, **precs}, load_realism())
     except SpecError as exc:     # the engine's reason, without its file path and advice
