@@ -69,16 +69,20 @@ class OpGroups:
     ops: dict[str, str]
     path: str = ""
 
-    def group(self, op: str, kinds: Sequence[str]) -> str:
-        """The group of operation ``op`` of a model whose attention kinds are ``kinds`` (the
-        primary first): a prefix ``<kind>[n]_`` names the kind, else the primary one. An
-        operation the file does not name is ``other``."""
-        kind, base = kinds[0], op
+    def split(self, op: str, kinds: Sequence[str]) -> tuple[str, str]:
+        """(kind, base name) of operation ``op`` of a model whose attention kinds are
+        ``kinds`` (the primary first): a prefix ``<kind>[n]_`` names the kind, else the
+        primary one."""
         for k in sorted(kinds, key=len, reverse=True):
             hit = re.fullmatch(rf"{re.escape(k)}\d*_(.+)", op)
             if hit and hit.group(1) in self.ops:
-                kind, base = k, hit.group(1)
-                break
+                return k, hit.group(1)
+        return kinds[0], op
+
+    def group(self, op: str, kinds: Sequence[str]) -> str:
+        """The group of operation ``op`` (:meth:`split`); one the file does not name is
+        ``other``."""
+        kind, base = self.split(op, kinds)
         g = self.ops.get(base, "other")
         return self.core.get(kind, "other") if g == "core" else g
 
@@ -365,3 +369,17 @@ def price_table(ds: xr.Dataset) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df.attrs = {k: v for k, v in ds.attrs.items() if isinstance(v, str)}
     return df
+
+
+def draw(ds: xr.Dataset, title: str | None = None):
+    """The matplotlib ``Figure`` of ``price-by-position --plot`` for ``ds`` (cost curves over
+    position, prefill and decode, and the cost stacked by group;
+    :func:`inference_factory.output.price_plot.draw_price_by_position`)."""
+    from ..output.price_plot import draw_price_by_position
+
+    a = ds.attrs
+    if title is None:
+        title = (f"{', '.join(map(str, ds.model.values))} on "
+                 f"{', '.join(map(str, ds.hardware.values))}, {a.get('parallelism', '')}; "
+                 f"{a.get('cost_basis', '')} cost, price basis {a.get('price_basis', '')}")
+    return draw_price_by_position(price_table(ds), title=title)

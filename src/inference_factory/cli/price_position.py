@@ -152,4 +152,3 @@ def price_by_position_cmd(models: Sequence[str], hardware: Sequence[str], parall
         from ..output.price_plot import plot_price_by_position
 
         plot_price_by_position(df, plot_path, title=title)
-        click.echo(f"wrote {plot_path}", err=True)

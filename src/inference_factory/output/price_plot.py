@@ -24,6 +24,10 @@ from .sweep_plot import PLOT_FORMATS
 _HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
 
 
+def _k(x: float) -> str:
+    return f"{x / 1024:g}K" if x >= 1024 else f"{x:g}"
+
+
 def draw_price_by_position(df: Any, *, title: str = ""):
     """A 2 x 2 ``Figure``: top, $/Mtok against position (log-log) for prefill and decode;
     bottom, each model's $/Mtok stacked by group at each position."""
@@ -33,7 +37,7 @@ def draw_price_by_position(df: Any, *, title: str = ""):
     groups = [c[4:] for c in df.columns if c.startswith("usd_") and c != "usd_per_mtok"]
     fig = Figure(figsize=(13, 8.5), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2, sharex="col")
+    axes = fig.subplots(2, 2)
     keys = list(dict.fromkeys(zip(df["hardware"], df["model"])))
     multi_hw = len({h for h, _ in keys}) > 1
     colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
@@ -45,6 +49,9 @@ def draw_price_by_position(df: Any, *, title: str = ""):
             label = f"{m} on {h}" if multi_hw else m
             top.plot(rows["position"], rows["usd_per_mtok"], marker="o", label=label)
         top.set_xscale("log", base=2)
+        ticks = sorted(part["position"].unique())
+        top.set_xticks(ticks, [_k(x) for x in ticks])
+        top.minorticks_off()
         top.set_yscale("log")
         top.set_ylabel(f"{phase}: $ per million tokens")
         top.set_title(("prefill (marginal: a chunk after L cached tokens)" if phase == "prefill"
@@ -53,6 +60,7 @@ def draw_price_by_position(df: Any, *, title: str = ""):
         top.legend(fontsize=8)
         positions = sorted(part["position"].unique())
         width = 0.8 / max(len(keys), 1)
+        labelled: set[str] = set()
         for k, (h, m) in enumerate(keys):
             rows = (part[(part["hardware"] == h) & (part["model"] == m)]
                     .set_index("position").reindex(positions))
@@ -64,10 +72,11 @@ def draw_price_by_position(df: Any, *, title: str = ""):
                     continue
                 bottom.bar(x, v, width, bottom=base, color=colours[g],
                            hatch=_HATCHES[k % len(_HATCHES)], edgecolor="white", linewidth=0.3,
-                           label=g if k == 0 else None)
+                           label=None if g in labelled else g)
+                labelled.add(g)
                 base += v
         bottom.set_xticks(np.arange(len(positions)),
-                          [f"{int(p) // 1024}K" if p >= 1024 else f"{int(p)}" for p in positions])
+                          [_k(x) for x in positions])
         bottom.set_xlabel("token position L (hatch: " + ", ".join(
             f"{m}{' on ' + h if multi_hw else ''} {_HATCHES[k % len(_HATCHES)] or 'plain'}"
             for k, (h, m) in enumerate(keys)) + ")", fontsize=8)
@@ -76,10 +85,9 @@ def draw_price_by_position(df: Any, *, title: str = ""):
     handles, labels = axes[1][1].get_legend_handles_labels()
     h0, l0 = axes[1][0].get_legend_handles_labels()
     seen = dict(zip(labels + l0, handles + h0))
-    axes[1][0].legend(seen.values(), seen.keys(), fontsize=7, ncol=2)
-    # the stacked bars share the top row's x positions only by index: unshare their ticks
-    for ax in axes[0]:
-        ax.tick_params(labelbottom=True)
+    order = {g: i for i, g in enumerate(groups)}
+    names = sorted(seen, key=lambda g: order.get(g, len(order)))
+    axes[1][0].legend([seen[n] for n in names], names, fontsize=7, ncol=2)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
