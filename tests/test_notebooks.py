@@ -52,7 +52,8 @@ def test_committed_notebook_is_clean_and_parameterised(path):
 #: PNG figures each notebook shows when executed (issue 23: notebook 03 showed none, its
 #: report module switched the kernel's backend to Agg).
 FIGURES = {"01_batch_draft_heatmaps": 1, "02_batch_cache_cost_heatmap": 1,
-           "03_factory_waterfall": 2, "04_dollars_per_mtok_by_hardware": 1}
+           "03_factory_waterfall": 2, "04_dollars_per_mtok_by_hardware": 1,
+           "05_price_cut_by_position": 2}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

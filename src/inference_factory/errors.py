@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 
 class SpecError(ValueError):
@@ -35,6 +35,35 @@ def require(module: str | None, what: str, extra: str = "sweeps") -> None:
     if importlib.util.find_spec(module) is None:
         raise SpecError(f"{what} needs the '{module}' package: "
                         f"pip install 'inference-factory[{extra}]'")
+
+
+def closest(name: Any, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` ``name`` most likely misspells (case and punctuation ignored:
+    difflib's ratio >= 0.6, else the only choice that starts with it or it starts with), or
+    None."""
+    import difflib
+
+    def key(s: Any) -> str:
+        return "".join(ch for ch in str(s).lower() if ch.isalnum())
+
+    by_key: dict[str, str] = {}
+    for c in choices:
+        by_key.setdefault(key(c), c)
+    k = key(name)
+    if not k:
+        return None
+    near = difflib.get_close_matches(k, list(by_key), n=1, cutoff=0.6)
+    if near:
+        return by_key[near[0]]
+    starts = [c for kk, c in by_key.items() if kk and (kk.startswith(k) or k.startswith(kk))]
+    return starts[0] if len(starts) == 1 else None
+
+
+def did_you_mean(name: Any, choices: Iterable[str]) -> str:
+    """``"; did you mean 'B200'?"`` (:func:`closest`), else ``""``: the tail of an
+    unknown-name message."""
+    near = closest(name, choices)
+    return f"; did you mean {near!r}?" if near is not None else ""
 
 
 def show(value: Any, limit: int = 60) -> str:

@@ -24,9 +24,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from inference_factory.analysis.bench.results import (COLUMNS, compare_results,
-                                                      read_bench_results,
-                                                      summarize_comparison)
+from inference_factory.analysis.bench.comparison import compare_results, summarize_comparison
+from inference_factory.analysis.bench.results import COLUMNS, read_bench_results
 from inference_factory.errors import SpecError
 
 TIGHT = dict(rel=1e-12)
@@ -186,8 +185,8 @@ def test_lists_json_lines_and_folders(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("{", "not valid JSON"),
     (json.dumps(VLLM | {"median_ttft_ms": "fast"}),
-     "field 'median_ttft_ms' = 'fast' must be a number >= 0"),
-    (json.dumps(VLLM | {"completed": -1}), "field 'completed' = -1 must be a whole number >= 0"),
+     "field 'median_ttft_ms' = 'fast' must be a number > 0"),
+    (json.dumps(VLLM | {"completed": -1}), "field 'completed' = -1 must be a whole number in [0,"),
     (json.dumps(VLLM | {"completed": 39.5}), "field 'completed' = 39.5 must be a whole number"),
     (json.dumps({k: v for k, v in VLLM.items() if k != "duration"}),
      "field 'duration' is missing"),
@@ -196,6 +195,31 @@ def test_lists_json_lines_and_folders(tmp_path):
     (json.dumps({"hello": 1}), "neither a vLLM --save-result record"),
     (json.dumps([VLLM, 3]), "item 1: a result is a JSON object; got int"),
     (json.dumps(VLLM) + "\n{oops\n", "line 2: not valid JSON"),
+    # a failed run is not a measurement: zero, NaN or missing throughput and TTFT
+    (json.dumps(VLLM | {"total_token_throughput": 0}), "'total_token_throughput' = 0 must be a "
+                                                      "number > 0"),
+    (json.dumps(VLLM | {"output_throughput": float("nan")}), "'output_throughput' = nan"),
+    (json.dumps({k: v for k, v in VLLM.items() if k != "median_ttft_ms"}),
+     "field 'median_ttft_ms' is missing"),
+    (json.dumps(VLLM | {"median_ttft_ms": 0.0}), "'median_ttft_ms' = 0.0 must be a number > 0"),
+    (json.dumps(processed(VLLM, gpus={"tp": 4}) | {"tput_per_gpu": 0}),
+     "'tput_per_gpu' = 0 must be a number > 0"),
+    (json.dumps({k: v for k, v in processed(VLLM, gpus={"tp": 4}).items()
+                 if k != "median_ttft"}), "field 'median_ttft' is missing"),
+    # the concurrency a prediction is matched on (a vLLM file without it: an open-loop run)
+    (json.dumps({k: v for k, v in VLLM.items() if k != "max_concurrency"}),
+     "field 'max_concurrency' is missing (vllm bench serve --max-concurrency N"),
+    # GPU counts and parallel degrees: whole numbers >= 1, in range
+    (json.dumps(processed(VLLM, gpus={"tp": 4}) | {"tp": 0}), "field 'tp' = 0 must be a whole number in [1,"),
+    (json.dumps(VLLM | {"tp": "0"}), "field 'tp' = '0' must be a whole number in [1,"),
+    (json.dumps(processed(VLLM, gpus={"tp": 4}) | {"tp": 10 ** 30}), "field 'tp' = 1000000000"),
+    (json.dumps(VLLM | {"completed": 10 ** 400}), "field 'completed'"),
+    ('{"completed": 1' + "0" * 5000 + "}", "out of range"),
+    (json.dumps(VLLM | {"duration": 1e400}), "field 'duration' = inf"),
+    (json.dumps(VLLM | {"range_ratio": "1.5"}), "'range_ratio' = '1.5' must be a fraction"),
+    # nesting deep enough to exhaust the parser's stack
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+    (json.dumps(VLLM | {"x": [[[[{"a": "]]]"}]]]]}) + "\n" + "{" * 5000, "nested deeper"),
 ])
 def test_a_bad_file_is_one_line_naming_file_field_and_value(tmp_path, text, message):
     f = tmp_path / "bad_result.json"
@@ -275,7 +299,7 @@ def test_compare_gives_ln_errors_per_point_and_keeps_unmatched_rows():
 
 def test_compare_without_gpu_counts_uses_total_throughput_and_other_lengths_do_not_match():
     meas = frame(MEAS)
-    meas["total_token_throughput_per_gpu"] = math.nan       # a vLLM file: GPUs unknown
+    meas["total_token_throughput_per_gpu"] = math.nan       # a per-GPU figure not given
     df = compare_results(frame(PRED), meas)
     assert df.attrs["throughput_metric"] == "total_token_throughput"
     assert df.loc[0, "total_token_throughput_abs_ln"] == pytest.approx(

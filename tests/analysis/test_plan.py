@@ -89,7 +89,10 @@ def _packed(x_d, g_d, x_p, g_p, budget):
 def test_brute_force_finds_no_cheaper_disaggregated_fleet(small):
     """Every P/D pair of the small space, scalar engine calls and an exhaustive loop over
     whole instance counts within 16 GPUs: nothing is cheaper per all-in output token than the
-    plan's best disaggregated candidate (its $/M counts every GPU of both pools)."""
+    plan's best disaggregated candidate (its $/M counts every GPU of both pools). The plan
+    runs on the ``ideal`` engine (every deployment, no request cap), as the brute force."""
+    small = plan(DS, "B200", gpus=16, isl=ISL, osl=OSL, tpot_s=TPOT, ttft_s=TTFT, price=PRICE,
+                 engine="ideal", **SMALL)
     hw = inf.load_hardware("B200")
     usd_h = sum(gpu_cost_usd_per_hour(hw, CostModel(), "decode"))
     assert usd_h == pytest.approx(sum(gpu_cost_usd_per_hour(hw, CostModel(), "prefill")))

@@ -127,7 +127,7 @@ def test_cli_shows_value_low_high(tmp_path):
             "--uncertainty"]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    line = next(x for x in out.output.splitlines() if x.startswith("tpot"))
+    line = next(x for x in out.output.splitlines() if x.startswith("TPOT ms"))
     assert "[" in line and "-" in line.split("[")[1]
     assert "80% band [low-high]" in out.output
     js = CliRunner().invoke(cli, args + ["--format", "json"])

@@ -103,10 +103,17 @@ def test_profiles_resolve_per_device_with_notes():
     # a part the device cannot run at all: refused, with the engine's reason
     prec, note = profile_precisions(ds, h200, parse_precision("fp4-attention")[0])
     assert prec is None and "refused on H200-SXM" in note and "no dense fp4" in note
-    # the model's own FP8 weights on A100 (no FP8 tensor cores): mapped up, said so
+    # the model's own FP8 weights on A100 (no FP8 tensor cores): kept, run weight-only as
+    # evaluate and bench run them, said so
     prec, note = profile_precisions(ds, a100, PrecisionProfile("native"))
-    assert prec["weight_precision"] == "bf16" and prec["moe_precision"] == "bf16"
-    assert "fp8 weights computed at bf16 on A100-80GB-SXM" in note
+    assert prec["weight_precision"] == "fp8" and prec["moe_precision"] == "fp8"
+    assert "fp8 weights stored in fp8 and computed at bf16 on A100-80GB-SXM" in note
+    # DeepSeek-V4-Pro's MXFP4 experts on H200: kept at fp4 (weight-only), so the model fits
+    # 8 GPUs (1.6T parameters: ~1.5 TB of experts at FP8 would not)
+    prec, note = profile_precisions(inf.load_model("DeepSeek-V4-Pro"), h200,
+                                    PrecisionProfile("native"))
+    assert prec["moe_precision"] == "fp4" and prec["weight_precision"] == "fp8"
+    assert "fp4 experts stored in fp4 and computed at bf16 on H200-SXM" in note
 
 
 def test_a_profile_reaches_the_engine_with_the_precisions_it_names(monkeypatch):

@@ -64,9 +64,9 @@ def test_every_device_is_priced_from_the_one_basis(hopper):
 def test_h200_is_not_dearer_than_h100_on_one_basis():
     """Notebook 04's comparison (DeepSeek-V3, TPOT <= 50 ms, cheapest shape and batch per
     device). On the files' mixed prices H200 (2.3, SGL_K2 2025-07) costs more per output token
-    than H100 (1.3, IMAX_TCO 2026-04); on each of SemiAnalysis's own bases (3-year rental 1.6 vs
-    1.3, hyperscaler 1.41 vs 1.3, neocloud 1.74 vs 1.69) H200's larger, faster HBM (141 GB at
-    4.8 TB/s vs 80 GB at 3.35) outweighs its higher rate."""
+    than H100 (1.3, IMAX_TCO 2026-04); on SemiAnalysis's neocloud basis (1.74 vs 1.69) H200's
+    larger, faster HBM (141 GB at 4.8 TB/s vs 80 GB at 3.35) outweighs its higher rate, on the
+    3-year rental (1.6 vs 1.3) and hyperscaler (1.41 vs 1.3) bases it does not."""
     from inference_factory.analysis import questions as q
 
     best = {}
@@ -90,9 +90,20 @@ def test_h200_is_not_dearer_than_h100_on_one_basis():
                                                for h in ("H100-SXM", "H200-SXM")}
     mixed = best["hardware-file"].usd_per_mtok_output
     assert mixed["H200-SXM"] > mixed["H100-SXM"]
-    for basis in ("rental-3yr", "owning-hyperscaler", "owning-neocloud"):
-        one = best[basis].usd_per_mtok_output
-        assert one["H200-SXM"] <= one["H100-SXM"], basis
+    # the neocloud rates are within 1.03x: H200's faster HBM outweighs its higher rate
+    one = best["owning-neocloud"].usd_per_mtok_output
+    assert one["H200-SXM"] <= one["H100-SXM"]
+    # on the 3-year rental (1.6 vs 1.3: 1.23x) and hyperscaler (1.41 vs 1.3: 1.08x) bases it
+    # does not: with the decode GEMMs at their own measured latencies H100 meets 50 ms at
+    # dp 32 batch 128 too (49.96 ms), where H200 gives only 1.06x its tokens per GPU
+    for basis in ("rental-3yr", "owning-hyperscaler"):
+        top = best[basis]
+        speed = (top.loc["H200-SXM", "decode_tokens_per_s_per_gpu"]
+                 / top.loc["H100-SXM", "decode_tokens_per_s_per_gpu"])
+        rate = (top.loc["H200-SXM", "gpu_cost_usd_per_hour"]
+                / top.loc["H100-SXM", "gpu_cost_usd_per_hour"])
+        assert 1.0 < speed < rate, basis
+        assert top.usd_per_mtok_output["H200-SXM"] > top.usd_per_mtok_output["H100-SXM"], basis
 
 
 def test_bundled_tco_table_matches_the_hardware_files():

@@ -403,7 +403,8 @@ BASE = ["-m", "DeepSeek-V3", "-H", "H800-SXM", "--set", "dp=32", "--set", "ep=32
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--axis", "bach_size=1,2"], r"--axis bach_size=1,2: unknown axis 'bach_size'; allowed: "),
+    (["--axis", "bach_size=1,2"], r"--axis bach_size=1,2: unknown axis 'bach_size'; did you mean "
+     r"'batch_size'\? allowed: "),
     (["--axis", "batch_size=4..1"], r"--axis batch_size=4\.\.1: empty range '4\.\.1' \(1 < 4\)"),
     (["--axis", "batch_size="], r"--axis batch_size=: empty range \(no values\)"),
     (["--axis", "cache_hit_rate=0,0.5,1.5"],

@@ -35,7 +35,7 @@ def test_json_has_one_point_per_concurrency_with_vllm_keys():
 def test_table_and_plot(tmp_path):
     path = tmp_path / "b.png"
     text = ok(run(*BASE, "-c", "1,2,4,...,64", "--plot", str(path)))
-    assert "interactivity" in text and "Llama-3.1-70B on H100-SXM tp8 (8 GPUs)" in text
+    assert "tok/s/GPU" in text and "Llama-3.1-70B on H100-SXM tp8 (8 GPUs)" in text
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -60,7 +60,8 @@ def test_compare_reproduces_the_measured_file(tmp_path):
                "median_tpot_ms": tpot, "std_tpot_ms": 0.5, "p99_tpot_ms": 1.2 * tpot,
                "mean_itl_ms": tpot, "median_itl_ms": tpot, "std_itl_ms": 1.0,
                "p99_itl_ms": 3 * tpot, "mean_e2el_ms": 4000.0, "median_e2el_ms": 4000.0,
-               "std_e2el_ms": 10.0, "p99_e2el_ms": 5000.0, "metadata": "num_gpus=8"}
+               "std_e2el_ms": 10.0, "p99_e2el_ms": 5000.0,
+               "num_gpus": "8"}      # vllm bench serve --metadata num_gpus=8 (a top-level key)
         f = tmp_path / f"c{conc}.json"
         f.write_text(json.dumps(rec))
         files.append(str(f))
@@ -78,6 +79,55 @@ def test_compare_reproduces_the_measured_file(tmp_path):
     assert "predicted vs measured" in text and "median |ln|" in text
 
 
+def _result(tmp_path, name: str, **fields) -> str:
+    """A vLLM --save-result record of the prediction BASE describes (concurrency 4; 8 GPUs
+    at tp8; 1024/256 tokens; fp8) with ``fields`` changed; returns its path."""
+    rec = {"backend": "sglang", "model_id": "meta-llama/Llama-3.1-70B", "num_prompts": 40,
+           "max_concurrency": 4, "duration": 100.0, "completed": 40,
+           "total_input_tokens": 40960, "total_output_tokens": 10240,
+           "output_throughput": 102.4, "total_token_throughput": 512.0,
+           "median_ttft_ms": 150.0, "median_tpot_ms": 11.0, "num_gpus": "8", "tp": "8",
+           "isl": "1024", "osl": "256", "precision": "fp8", "hardware": "h100"} | fields
+    f = tmp_path / f"{name}.json"
+    f.write_text(json.dumps({k: v for k, v in rec.items() if v is not None}))
+    return str(f)
+
+
+def test_compare_scores_like_with_like_only(tmp_path):
+    files = [_result(tmp_path, "same"),
+             _result(tmp_path, "isl8k", isl="8192", total_input_tokens=327680),
+             _result(tmp_path, "deepseek", model_id="deepseek-ai/DeepSeek-R1-0528"),
+             _result(tmp_path, "tp4", num_gpus="4", tp="4"),
+             _result(tmp_path, "mi355x", hardware="mi355x"),
+             _result(tmp_path, "fp4", precision="nvfp4"),
+             _result(tmp_path, "rr", range_ratio="0.8"),
+             _result(tmp_path, "runner", hardware="h100-multinode", model_id="/m/Llama-3.1-70B")]
+    out = json.loads(ok(run(*BASE, *[a for f in files for a in ("--compare", f)], "--json")))
+    why = {p["source"].rsplit("/", 1)[-1]: p["reason"] for p in out["points"]}
+    assert why == {"same.json": "", "runner.json": "",
+                   "isl8k.json": "ISL 8192 (predicted 1024)",
+                   "deepseek.json": "model DeepSeek-V3 (predicted Llama-3.1-70B)",
+                   "tp4.json": "4 GPUs (predicted 8); deployment tp4 (predicted tp8)",
+                   "mi355x.json": "device MI355X (predicted H100-SXM)",
+                   "fp4.json": "precision nvfp4 (predicted fp8)",
+                   "rr.json": "range ratio 0.8 (predicted 1)"}
+    scored = [p for p in out["points"] if p["matched"]]
+    assert len(scored) == 2 and out["summary"]["n_points"] == 2
+    for p in out["points"]:     # a run unlike the prediction is never scored
+        assert p["matched"] == (p["reason"] == "")
+        if not p["matched"]:
+            assert p["median_ttft_ms_predicted"] is None and p["median_ttft_ms_abs_ln"] is None
+    assert {u["reason"] for u in out["summary"]["unmatched"]} == set(why.values()) - {""}
+    text = ok(run(*BASE, "--compare", files[1]))
+    assert "ISL 8192 (predicted 1024)" in text and "0 of 1 runs" in text
+
+
+def test_compare_refuses_a_run_without_its_gpu_count(tmp_path):
+    f = _result(tmp_path, "nogpus", num_gpus=None, tp=None)
+    assert "field 'num_gpus' is missing" in fails(run(*BASE, "--compare", f))
+    assert ok(run(*BASE, "--compare", f, "--num-gpus", "8"))
+
+
 @pytest.mark.parametrize("args, message", [
     (["--prefill-pool", "2:tp=8"], "go together"),
     (["--prefill-pool", "x:tp=8", "--decode-pool", "1:tp=8"], "expected N:SHAPE"),
@@ -92,6 +142,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 def test_uncertainty_prints_bands_and_json_low_high():
     text = ok(run(*BASE, "-c", "4", "--uncertainty"))
-    assert "[" in text.splitlines()[-1] and "-" in text.splitlines()[-1]
+    row = next(s for s in text.splitlines() if s.lstrip().startswith("4 "))   # the c=4 row
+    assert "[" in row and "-" in row.split("[")[1]
     p = json.loads(ok(run(*BASE, "-c", "4", "--uncertainty", "--json")))["points"][0]
     assert p["median_tpot_ms_low"] < p["median_tpot_ms"] < p["median_tpot_ms_high"]

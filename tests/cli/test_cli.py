@@ -51,7 +51,8 @@ def roofline_json(run, *args: str) -> dict:
 def test_hardware_list_names_key_figures_and_descriptions(run):
     out = ok(run("hardware", "list"))
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["name", "vendor", "hbm_gb"]
+    assert lines[0].split()[:3] == ["name", "vendor", "HBM"]      # human headers, 2 lines
+    assert lines[1].split()[:2] == ["GB", "TB/s"]
     rows = json.loads(ok(run("hardware", "list", "--json")))["rows"]
     # one row per bundled file, in the library's order, with the spec's own figures
     assert [r["name"] for r in rows] == inf.list_hardware()
@@ -60,7 +61,7 @@ def test_hardware_list_names_key_figures_and_descriptions(run):
         assert r["description"] == hw.description
         assert r["hbm_gb"] == pytest.approx(hw.hbm_capacity_bytes / 1e9)
         assert r["bf16_tflop_per_s"] == pytest.approx(hw.dense_flop_per_s["bf16"] / 1e12)
-    table_names = [line.split()[0] for line in lines[2:] if line and not line.startswith(" ")]
+    table_names = [line.split()[0] for line in lines[3:] if line and not line.startswith(" ")]
     assert table_names == inf.list_hardware()
 
 

@@ -22,14 +22,22 @@ def test_ops_arrays_are_the_datasets(hw):
                           draft_depth=np.array([0.0, 2.0])[None, :])
     assert list(got["op"]) == list(ds["op"].values)
     for phase in ("decode", "prefill"):
-        for k in ("op_time_s", "op_resource", "op_source"):
+        for k in ("op_time_s", "op_flop_per_gpu", "op_hbm_bytes_per_gpu", "op_resource",
+                  "op_source"):
             want = ds[f"{phase}_{k}"].transpose("op", "batch_size", "draft_depth").values
             assert np.array_equal(got[f"{phase}_{k}"], want, equal_nan=want.dtype.kind == "f")
+        # each op's FLOPs and bytes add up to the pass's (the main pass: no draft)
+        for k in ("flop_per_gpu", "hbm_bytes_per_gpu"):
+            total = np.nansum(got[f"{phase}_op_{k}"], axis=0)[:, 0]
+            np.testing.assert_allclose(total, np.broadcast_to(
+                got[f"{phase}_{k}"], total.shape + (2,))[:, 0], rtol=1e-12)
     # the other outputs are unchanged by the detail
     plain = evaluate_arrays("DeepSeek-V3", hw, **KW, batch_size=np.array([1.0, 64.0])[:, None],
                             draft_depth=np.array([0.0, 2.0])[None, :])
     assert set(got) - set(plain) == {"op"} | {f"{p}_op_{k}" for p in ("decode", "prefill")
-                                              for k in ("time_s", "resource", "source")}
+                                              for k in ("time_s", "flop_per_gpu",
+                                                        "hbm_bytes_per_gpu", "resource",
+                                                        "source")}
     for k, v in plain.items():
         assert np.array_equal(got[k], v, equal_nan=v.dtype.kind == "f")
 

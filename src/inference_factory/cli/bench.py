@@ -13,11 +13,12 @@ from . import params as p
 from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
-#: Columns of the human table (every variable goes to csv and json).
+#: Columns of the human table, within 100 characters (every variable goes to csv and json;
+#: --wide shows them all).
 TABLE_COLUMNS = ("concurrency", "total_token_throughput_per_gpu", "output_throughput_per_gpu",
                  "interactivity", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
                  "p99_tpot_ms", "median_e2el_ms", "decode_batch_per_rank",
-                 "prefill_tokens_per_pass", "decode_binding_resource", "prefill_binding_resource")
+                 "decode_binding_resource")
 
 
 def _concurrency(ctx, param, value):
@@ -48,17 +49,22 @@ def _concurrency(ctx, param, value):
 @p.precision_options
 @click.option("--draft-depth", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Draft tokens per step (MTP or --draft-model).")
-@click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
+@click.option("--acceptance-rate", type=p.FiniteRange(0, 1), default=None,
               help="Acceptance of the first draft position (default: the engine's 0.8).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
 @click.option("--overlap", type=click.Choice(["none", "two-batch"]), default="none",
               show_default=True, help="Two-micro-batch overlap of compute and communication.")
-@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--isl", type=p.TokensParam(), default=1024, show_default=True,
               help="Prompt tokens (the largest, with --range-ratio).")
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens (the largest, with --range-ratio).")
-@click.option("--range-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
-              help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (InferenceX 0.8).")
+@click.option("--range-ratio", type=p.FiniteRange(0, 1), default=None,
+              help="Lengths uniform in [ratio x ISL, ISL] and [ratio x OSL, OSL] (default 1, "
+                   "or the --preset's: InferenceX 0.8).")
+@click.option("--preset", default=None, metavar="NAME",
+              help="A benchmark's settings where you give none (configs/bench_presets.toml, "
+                   "each sourced): inferencex = range ratio 0.8, FP8 KV cache where the device "
+                   "has FP8, 10 prompts per client, the default engine profile's flags.")
 @click.option("--concurrency", "-c", callback=_concurrency, default=None, metavar="LIST",
               help="Requests in flight, e.g. 1,2,4,...,512 (default that list, or the "
                    "--compare files' values).")
@@ -74,18 +80,43 @@ def _concurrency(ctx, param, value):
 @click.option("--compare", "compare_paths", multiple=True, metavar="FILE.json",
               help="Measured results (vllm bench serve --save-result, or InferenceX's processed "
                    "JSON; a file, JSONL or folder; repeat): print predicted vs measured.")
+@click.option("--calibrate", "calibrate_paths", multiple=True, metavar="FILE.json",
+              help="Fit the engine profile's host times (per decode step, per prefill pass; "
+                   "nothing in the physics) to your own runs of this deployment (vllm bench "
+                   "serve --save-result or InferenceX files; repeat), print the leave-one-out "
+                   "error before and after and write the profile (--profile-out), which "
+                   "--engine FILE.toml then reads.")
+@click.option("--profile-out", default=None, metavar="FILE.toml",
+              help="Where --calibrate writes the fitted profile (default "
+                   "<profile>-<hardware>-calibrated.toml).")
 @click.option("--num-gpus", type=click.IntRange(min=1), default=None,
               help="GPUs of the measured runs where the --compare files do not say.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               help="Draw throughput/GPU vs interactivity and TTFT vs concurrency.")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the result in the chosen --format.")
+@click.option("--trace", default=None, metavar="FILE|NAME",
+              help="Replay agent sessions instead of random prompts: a trace file (AIPerf/"
+                   "weka, Mooncake/AIPerf JSONL with session_id, OpenAI-style conversations), "
+                   "a shape .toml or a bundled shape (agentic_coding); prefix caching on.")
+@click.option("--kv-offload", default="dram", show_default=True, metavar="TIERS",
+              help="With --trace: none, dram (InferenceX's pro-rata rule), dram:GB, dram+nvme.")
+@click.option("--attribution", is_flag=True,
+              help="With --trace: the same trace with caching off, HBM, HBM+DRAM, "
+                   "HBM+DRAM+NVMe (table and --plot lines).")
+@click.option("--cached-input-fraction", type=click.FloatRange(0, 1), default=None,
+              help="With --trace: price of a cached input token over a fresh one "
+                   "(default configs/agentic.toml: 0.10).")
+@click.option("--wide", is_flag=True, help="Table: every column (default: the ones a person "
+              "reads, within 100 characters).")
 @format_option
 def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_precision,
               moe_precision, kv_precision, attention_precision, dispatch_precision,
               combine_precision, draft_depth, acceptance_rate,
-              draft_model, overlap, isl, osl, range_ratio, concurrency, num_prompts, engine,
-              no_engine_time, uncertainty, compare_paths, num_gpus, plot_path, output, fmt, as_json) -> None:
+              draft_model, overlap, isl, osl, range_ratio, preset, concurrency, num_prompts, engine,
+              no_engine_time, uncertainty, compare_paths, calibrate_paths, profile_out,
+              num_gpus, plot_path, output, wide, trace, kv_offload, attribution,
+              cached_input_fraction, fmt, as_json) -> None:
     """Predict a closed-loop serving benchmark (vllm bench serve --max-concurrency N, as
     InferenceX runs it) on one deployment: per concurrency, TTFT, TPOT, ITL, E2E latency,
     throughput (total and per GPU) and interactivity, with vLLM's key names.
@@ -103,19 +134,52 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             raise SpecError(f"--plot {plot_path!r}: the name must end in .png, .svg or .pdf")
         from ..errors import require
         require("matplotlib", f"--plot {plot_path}", extra="plots")
+    from ..output.files import check_target
+    for path, opt in ((output, "--output"), (plot_path, "--plot")):
+        if path is not None:
+            check_target(path, option=opt)     # a bad name fails before the prediction runs
     if (prefill_pool is None) != (decode_pool is None):
         raise SpecError("--prefill-pool and --decode-pool go together (a disaggregated "
                         "deployment needs both)")
     if prefill_pool is not None and parallelism is not None:
         raise SpecError("--parallelism is the aggregated shape; with --prefill-pool/"
                         "--decode-pool give each pool's shape there")
+    if trace is not None:
+        from .bench_trace import run_trace
+        return run_trace(trace=trace, kv_offload=kv_offload, attribution=attribution,
+                         cached_input_fraction=cached_input_fraction, fmt=fmt,
+                         plot_path=plot_path, output=output, compare_paths=compare_paths,
+                         num_gpus=num_gpus, kw=dict(
+                             model=model, hardware=hardware, **dict(parallelism or {}),
+                             prefill_pool=prefill_pool, weight_precision=weight_precision,
+                             moe_precision=moe_precision, kv_precision=kv_precision,
+                             attention_precision=attention_precision, draft_depth=draft_depth,
+                             acceptance_rate=acceptance_rate, engine=engine,
+                             engine_time=not no_engine_time,
+                             **({"concurrency": concurrency} if concurrency else {})))
+    from ..analysis.bench.presets import apply_preset
+    from ..specs import load_hardware
+
+    range_ratio, kv_precision, preset_notes = apply_preset(
+        preset, load_hardware(hardware), range_ratio=range_ratio, kv_precision=kv_precision)
+    shape = dict(parallelism or {})
+    if calibrate_paths:
+        _calibrate(calibrate_paths, profile_out, model=model, hardware=hardware, engine=engine,
+                   num_gpus=num_gpus, fmt=fmt, **shape, prefill_pool=prefill_pool,
+                   decode_pool=decode_pool, weight_precision=weight_precision,
+                   moe_precision=moe_precision, kv_precision=kv_precision,
+                   attention_precision=attention_precision,
+                   dispatch_precision=dispatch_precision, combine_precision=combine_precision,
+                   draft_depth=draft_depth, acceptance_rate=acceptance_rate,
+                   draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
+                   range_ratio=range_ratio, num_prompts=num_prompts)
+        return
     measured = None
     if compare_paths:
         from ..analysis.bench.results import read_bench_results
         measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
         if concurrency is None:
             concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
-    shape = dict(parallelism or {})
     df = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
                weight_precision=weight_precision, moe_precision=moe_precision,
                kv_precision=kv_precision, attention_precision=attention_precision,
@@ -128,27 +192,80 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                uncertainty=True if uncertainty else None, as_frame=True)
     a = df.attrs
     head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
-            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a['engine']}"
+            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a.get('engine_label', a['engine'])}"
             f"{'' if not no_engine_time else ' without its own time'}")
     if measured is not None:
-        text = _comparison_text(df, measured, fmt, head)
+        text = _comparison_text(df, measured, fmt, head, wide)
+        if fmt in ("table", "markdown"):
+            text += "\n" + _footing_line(a, preset_notes, wide)
     elif fmt in ("table", "markdown"):
-        text = render(_with_bands(df, [c for c in TABLE_COLUMNS if c in df]), fmt, header=head)
+        cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
+                [c for c in TABLE_COLUMNS if c in df])
+        text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
+                      width=10_000 if wide or uncertainty else None)   # bands never wrap
+        text += "\n" + _footing_line(a, preset_notes, wide)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
         text = json_text({"points": records(df), "attrs": dict(a)})
     else:
         text = render(df, fmt)
-    if output is not None:
-        from ..output.files import write_text_atomic
-        write_text_atomic(output, text + "\n")
+    # all or nothing: the plot (the write that can fail on its own) before the output
     if plot_path is not None:
         from ..output.bench_plot import plot_bench
         plot_bench([(f"{a['hardware']} {a['deployment']}", df)], plot_path, measured=measured)
+    if output is not None:
+        from ..output.files import write_text_atomic
+        write_text_atomic(output, text + "\n")
     click.echo(text)
     if plot_path is not None and fmt in ("table", "markdown"):
         click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")
+
+
+def _footing_line(a, notes, wide: bool) -> str:
+    """Under the table: what the prediction stands on (plan's footing, at one concurrency),
+    the precisions run and any weight-only fallback, and the engine profile."""
+    import math
+
+    from ..output.tables import fit_lines
+
+    share = a.get("measured_share")
+    pct = (f" ({100 * share:.0f}% of GPU time on measured tables at concurrency "
+           f"{a['footing_concurrency']})" if isinstance(share, float) and math.isfinite(share)
+           and a.get("footing") != "roofline-only" else "")
+    prec = ", ".join(f"{w} {a[k]}" for k, w in (("weight_precision", "weights"),
+                                                 ("moe_precision", "experts"),
+                                                 ("kv_precision", "KV cache"),
+                                                 ("attention_precision", "attention"))
+                     if a.get(k) is not None)
+    lines = [f"footing: {a.get('footing') or 'unknown'}{pct}", f"precisions: {prec}",
+             *[f"precision: {n}" for n in [a.get("precision_note")] + list(notes) if n],
+             f"engine: {a['engine']} ({a['engine_description']})"]
+    text = "\n".join(lines)
+    return text if wide else fit_lines(text)
+
+
+def _calibrate(paths, profile_out, *, fmt, **kw) -> None:
+    """``--calibrate``: fit, print the errors, write the profile file."""
+    from ..analysis.bench.calibrate import calibrate
+    from ..output.files import json_text, write_text_atomic
+
+    if profile_out is not None and not profile_out.lower().endswith(".toml"):
+        raise SpecError(f"--profile-out {profile_out!r}: the name must end in .toml")
+    got = calibrate(list(paths), **kw)
+    eng = got["engine"]
+    path = profile_out or f"{eng.name}-{eng.device.lower()}-calibrated.toml"
+    write_text_atomic(path, got["profile_toml"])
+    terms = got["fit"]["terms"]
+    if fmt == "json":
+        click.echo(json_text({"terms": terms, "summary": got["summary"], "profile": path}))
+        return
+    head = (f"{eng.label()}: host time fitted to {len(got['fit']['concurrency'])} runs "
+            f"(concurrency {', '.join(map(str, got['fit']['concurrency']))}): "
+            f"{terms['host_s_per_decode_step'] * 1e3:.3g} ms per decode step, "
+            f"{terms['host_s_per_prefill_pass'] * 1e3:.3g} ms per prefill pass")
+    click.echo(render(got["summary"], fmt if fmt != "csv" else "table", header=head))
+    click.echo(f"wrote {path}: use it with --engine {path}")
 
 
 def _with_bands(df, columns):
@@ -164,9 +281,27 @@ def _with_bands(df, columns):
     return out
 
 
-def _comparison_text(df, measured, fmt: str, head: str) -> str:
-    """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``)."""
-    from ..analysis.bench.results import compare_results, summarize_comparison
+#: The human comparison table: (column of compare_results, header); pred and meas side by side.
+COMPARE_COLUMNS = (("max_concurrency", "conc"),
+                   ("{thr}_predicted", "tok/s/GPU"), ("{thr}_measured", "meas"),
+                   ("median_ttft_ms_predicted", "TTFT ms"), ("median_ttft_ms_measured", "meas"),
+                   ("median_tpot_ms_predicted", "TPOT ms"), ("median_tpot_ms_measured", "meas"),
+                   ("interactivity_predicted", "tok/s/user"), ("interactivity_measured", "meas"))
+#: The summary's metrics as a person reads them.
+METRIC_NAMES = {"total_token_throughput_per_gpu": "tok/s/GPU (all tokens)",
+                "total_token_throughput": "tok/s (all tokens)",
+                "output_throughput": "output tok/s", "median_ttft_ms": "median TTFT",
+                "median_tpot_ms": "median TPOT", "interactivity": "tok/s/user"}
+
+
+def _comparison_text(df, measured, fmt: str, head: str, wide: bool = False) -> str:
+    """Predicted vs measured per point and a summary (json: ``{"points", "summary"}``); the
+    table shows the scored runs side by side and lists each run not scored with its reason
+    (``--wide``: every column of the comparison)."""
+    import textwrap
+
+    from ..analysis.bench.comparison import compare_results, summarize_comparison
+    from ..output.tables import fit_lines, format_number, render_rows
 
     cmp = compare_results(df, measured)
     summary = summarize_comparison(cmp)
@@ -176,12 +311,33 @@ def _comparison_text(df, measured, fmt: str, head: str) -> str:
         return json_text({"points": records(cmp), "summary": summary})
     if fmt == "csv":
         return render(cmp, fmt)
-    rows = [{"metric": k, "points": v["n"], "median |ln|": v["median_abs_ln"],
-             "worst |ln|": v["worst_abs_ln"], "at concurrency": v["worst_at_concurrency"],
-             "pred/meas (geo. mean)": v["geomean_ratio"]}
-            for k, v in summary["metrics"].items()]
-    text = render(cmp, fmt, header=head + " -- predicted vs measured")
-    text += "\n\n" + render(rows, fmt, header=f"summary over {summary['n_points']} points"
-                            + (f"; {summary['n_unmatched']} measured points without a "
-                               f"prediction" if summary["n_unmatched"] else ""))
+    n, total = summary["n_points"], len(cmp)
+    title = fit_lines(f"{head}\npredicted vs measured (the 'meas' column after each): {n} of "
+                      f"{total} runs scored")
+    if wide:
+        text = render(cmp, fmt, header=title, width=10_000)
+    else:
+        thr = cmp.attrs["throughput_metric"]
+        cols = [(c.format(thr=thr), h if "tok/s/GPU" not in h or thr.endswith("_per_gpu")
+                 else "tok/s") for c, h in COMPARE_COLUMNS]
+        scored = cmp[cmp["matched"]]
+        rows = [[format_number(r[c]) for c, _ in cols] for _, r in scored.iterrows()]
+        text = title + "\n" + (render_rows([h for _, h in cols], rows,
+                                           right=range(len(cols)), fmt=fmt) if rows else
+                               "(no run is like the prediction)")
+    skipped = cmp[~cmp["matched"]]
+    if len(skipped):
+        text += f"\n\nnot scored ({len(skipped)} runs unlike the prediction):"
+        for _, r in skipped.iterrows():
+            src = str(r.get("source", "")).rsplit("/", 1)[-1]
+            text += "\n" + textwrap.fill(f"{src} (conc {format_number(r['max_concurrency'])}): "
+                                         f"{r['reason']}", 98, initial_indent="  ",
+                                         subsequent_indent="    ")
+    if n:
+        rows = [[METRIC_NAMES.get(k, k), v["n"], format_number(v["median_abs_ln"]), format_number(v["worst_abs_ln"]),
+                 format_number(v["worst_at_concurrency"]), format_number(v["geomean_ratio"])]
+                for k, v in summary["metrics"].items()]
+        text += "\n\n" + render_rows(["metric", "points", "median |ln|", "worst |ln|",
+                                       "at conc", "pred/meas (geomean)"], rows,
+                                      right=range(1, 6), fmt=fmt)
     return text

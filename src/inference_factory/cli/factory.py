@@ -6,7 +6,7 @@ import click
 
 from ..output.files import check_target, write_text_atomic
 from ..bounds import MAX_REQUESTS
-from .params import engine_option, price_basis_options
+from .params import FiniteRange, engine_option, price_basis_options
 
 # the factory's modules (numpy, pandas, the engine) are imported when a command runs, so the
 # command line's --help stays fast
@@ -89,9 +89,13 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
                                   "prefill-first) and names it; not its limits, intervals or "
                                   "host times.")
 @price_basis_options
+@click.option("--target-utilization", type=FiniteRange(0, 1, min_open=True), default=None,
+              metavar="U", help="Busy share of the GPUs the fleet is sized for (default: the "
+              "config's [fleet] target_utilization, else 0.8 of configs/provisioning.toml; "
+              "plan --load applies the same rule).")
 def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int | None,
                  uncertainty: bool, engine, price_basis: str | None,
-                 power_basis: str | None) -> None:
+                 power_basis: str | None, target_utilization: float | None) -> None:
     """Run one scenario on its trace.
 
     The serving-engine profile (--engine, else the config's engine, else the default) is
@@ -102,6 +106,12 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
     from ..factory.plan_check import format_plan_check, plan_check
 
     cfg = _load(config, n_requests, output, price_basis, power_basis, engine)
+    if target_utilization is not None:
+        import dataclasses
+        cfg = dataclasses.replace(cfg, target_utilization=target_utilization)
+        if cfg.baseline is not None:
+            cfg = dataclasses.replace(cfg, baseline=dataclasses.replace(
+                cfg.baseline, target_utilization=target_utilization))
     result = simulate_one(cfg, uncertainty=True if uncertainty else None)
     check = plan_check(cfg, result["scenario"])   # a config from 'plan --emit-config'
     if check is not None:

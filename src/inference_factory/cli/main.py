@@ -139,6 +139,11 @@ from .questions import COMMANDS as _QUESTION_COMMANDS  # noqa: E402
 for _cmd in _QUESTION_COMMANDS:
     cli.add_command(_cmd)
 
+# price-by-position (cost per token by position, split by operation group): price_position.py
+from .price_position import price_by_position_cmd  # noqa: E402
+
+cli.add_command(price_by_position_cmd)
+
 # sweep (grids to .nc/.zarr/.csv/.parquet, plots, dask): sweep_cli.py
 from .sweep import sweep_cmd  # noqa: E402
 

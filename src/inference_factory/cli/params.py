@@ -103,6 +103,35 @@ class ShapeParam(click.ParamType):
         return out
 
 
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that refuses NaN and infinities: click's range compares, and NaN
+    passes every comparison (``--acceptance-rate nan`` was accepted)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        x = super().convert(value, param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return x
+
+
+#: A finite float (NaN and infinities refused), for options without a range.
+FINITE = FiniteRange()
+
+
+class TokensParam(click.ParamType):
+    """A token count: ``1024``, ``1k`` or ``8k`` (:func:`~inference_factory.specs.grammar.
+    parse_tokens`, the one parser of lengths)."""
+
+    name = "TOKENS"
+
+    def convert(self, value, param, ctx):
+        from ..specs.grammar import parse_tokens
+
+        return parse_tokens(value, _opt(param))
+
+
 class PoolParam(click.ParamType):
     """A pool of instances: ``N:SHAPE`` (``2:tp=8`` or ``1:dp=8,ep=8``) -> ``{"instances": 2,
     "tp": 8}``."""
@@ -204,13 +233,16 @@ def precision_options(func):
 
 
 def _engine(ctx, param, value):
-    """``--engine NAME`` -> the resolved profile (:func:`..specs.engines.resolve_serving_engine`;
-    an unknown name is one line naming the option, the value and the allowed names)."""
+    """``--engine NAME`` checked (:func:`..specs.engines.resolve_serving_engine`; an unknown
+    name is one line naming the option, the value and the allowed names) and kept as given:
+    an engine (``sglang``, ``trtllm@1.3``) picks its profile per device where the command
+    knows the device."""
     if value is None:
         return None
     from ..specs.engines import resolve_serving_engine
 
-    return resolve_serving_engine(value, "--engine")
+    resolve_serving_engine(value, "--engine")
+    return value
 
 
 def engine_option(func=None, *, config: bool = False, note: str = ""):
@@ -223,8 +255,11 @@ def engine_option(func=None, *, config: bool = False, note: str = ""):
                  if config else "default ")
         return click.option(
             "--engine", default=None, metavar="PROFILE", callback=_engine,
-            help=f"Serving-engine profile of configs/serving_engines.toml ({where}"
-                 f"sglang-0.5.6; also vllm-v1, ideal).{' ' + note if note else ''}")(f)
+            help=f"Serving engine: an engine (sglang, vllm, trtllm, atom; NAME@VERSION picks "
+                 f"a version) whose profile for the device runs, a profile of "
+                 f"configs/serving_engines.toml (sglang-0.5.6, sglang-0.5.12-rocm, vllm-v1, "
+                 f"trtllm-1.3, atom-0.1, ideal) or a profile file (bench --calibrate writes "
+                 f"one) ({where}sglang; docs/ENGINES.md).{' ' + note if note else ''}")(f)
     return deco if func is None else deco(func)
 
 

@@ -10,12 +10,12 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import chosen_format, render
+from ..output.tables import chosen_format, fit_lines, human_header, render
 from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
 #: Columns printed as a table (every column goes to csv and json).
-TABLE_COLUMNS = ("hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+TABLE_COLUMNS = ("hardware", "engine", "engine_version", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
                  "instances", "decode_instances", "prefill_instances", "gpus", "precision", "weight_precision", "moe_precision", "kv_precision",
                  "overlap", "batch_size", "draft_depth", "concurrency",
                  "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
@@ -48,9 +48,9 @@ def _gpus(ctx, param, value):
 @click.option("--max-instance-gpus", type=click.IntRange(min=1), default=None, metavar="M",
               help="The most GPUs one instance (prefill or decode) may take (default: N; "
                    "tensor parallelism stays within one node's scale-up domain).")
-@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--isl", type=p.TokensParam(), default=1024, show_default=True,
               help="Prompt tokens per request.")
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--osl", type=p.TokensParam(), default=1024, show_default=True,
               help="Output tokens per request.")
 @click.option("--ttft", type=p.DurationParam(), default="5s", show_default=True,
               help="TTFT target (the default is a factory config's default [slo] ttft_s).")
@@ -78,16 +78,25 @@ def _gpus(ctx, param, value):
                    "fixed engine values (acceptance_rate, expert_skew, redundant_experts, "
                    "cache_hit_rate, context_cv).")
 @click.option("--draft-model", default=None, help="Separate draft model (default: MTP).")
-@engine_option(note="Its scheduling runs the aggregated candidates' closed loop, as in bench.")
-@click.option("--load", "load", type=click.FloatRange(min=0, min_open=True), default=None,
-              metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs.")
+@engine_option(note="plan keeps the deployments that engine runs on each device and prices "
+                    "them with its profile (default: every bundled engine, each row naming "
+                    "its engine).")
+@click.option("--emit-launch", "emit_launch", default=None, metavar="FILE.sh",
+              help="Write each device's recommendation as the engine's own launch command "
+                   "(several devices: FILE-<device>.sh).")
+@click.option("--load", "load", type=p.FiniteRange(min=0, min_open=True), default=None,
+              metavar="TOKENS/S", help="Output tokens/s to serve: adds the GPUs it needs at "
+              "--target-utilization, and the share of it the --gpus budget serves.")
+@click.option("--target-utilization", type=p.FiniteRange(0, 1, min_open=True), default=None,
+              metavar="U", help="Busy share of the GPUs a fleet is sized for (default 0.8, "
+              "configs/provisioning.toml; simulate applies the same rule).")
 @click.option("--price", default=None, metavar="ID",
               help="Price id (see 'inference-factory prices list'); the config needs one.")
 @click.option("--cost-basis", type=click.Choice(["rental", "capex", "tco"]), default="rental",
               show_default=True, help="How a GPU-hour is charged.")
-@click.option("--rental-usd-per-gpu-hour", type=click.FloatRange(min=0, min_open=True),
+@click.option("--rental-usd-per-gpu-hour", type=p.FiniteRange(min=0, min_open=True),
               default=None, help="Override the hardware file's rental price.")
-@click.option("--capex-usd-per-gpu", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--capex-usd-per-gpu", type=p.FiniteRange(min=0, min_open=True), default=None,
               help="Override the hardware file's purchase price.")
 @p.price_basis_options
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
@@ -102,17 +111,23 @@ def _gpus(ctx, param, value):
                    "point, widened by the model-structure term (docs/MODEL.md section 13).")
 @click.option("--output", "-o", default=None, metavar="FILE",
               help="Also write the recommendations in the chosen --format.")
+@click.option("--force", is_flag=True, help="Replace existing --emit-config files (without "
+              "it an existing file is never overwritten).")
+@click.option("--wide", is_flag=True, help="Table: every column of a recommendation, library "
+              "names (default: the ones a person reads, within 100 characters).")
 @format_option
 def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              max_instance_gpus: int | None, isl: int, osl: int,
              ttft: float | None, tpot: float | None, objective: str, mode: str,
              precision: tuple[str, ...],
              parallelism: tuple[dict, ...], axes: dict, draft_model: str | None,
-             engine, load: float | None, price: str | None, cost_basis: str,
+             engine, load: float | None, target_utilization: float | None,
+             price: str | None, cost_basis: str,
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
-             plot_path: str | None, emit_config: str | None, uncertainty: bool,
-             output: str | None, fmt: str | None, as_json: bool) -> None:
+             plot_path: str | None, emit_config: str | None, emit_launch: str | None,
+             uncertainty: bool, output: str | None, force: bool, wide: bool, fmt: str | None,
+             as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
     Searches tensor/data/expert parallelism within the budget, aggregated vs P/D, the
@@ -133,12 +148,17 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     profiles = g.parse_precision(precision, "--precision")
     hws = _names(hardware) or [DEFAULT_HARDWARE]
     for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),
-                                (emit_config, (".toml",), "--emit-config")):
+                                (emit_config, (".toml",), "--emit-config"),
+                                (emit_launch, (".sh",), "--emit-launch")):
         if path is not None and not path.lower().endswith(suffixes):
             raise SpecError(f"{opt} {path!r}: the name must end in {' or '.join(suffixes)}")
     if plot_path is not None:
         from ..errors import require
         require("matplotlib", f"--plot {plot_path}", extra="plots")
+    from ..output.files import check_target
+    for path, opt in ((output, "--output"), (plot_path, "--plot"), (emit_config, "--emit-config")):
+        if path is not None:
+            check_target(path, option=opt)     # a bad name fails before the search runs
     searched = {"batch_size": DEFAULT_BATCHES, "draft_depth": None,
                 "prefill_batch_size": DEFAULT_PREFILL_BATCHES, "overlap": None}
     refused = [k for k in axes if k in ("tp", "dp", "ep", "kv_len", "prompt_len", "final_len")
@@ -165,38 +185,45 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     result = plan(model, hws, gpus=gpus[1], max_instance_gpus=max_instance_gpus,
                   min_gpus=gpus[0], isl=isl, osl=osl, ttft_s=ttft,
                   tpot_s=tpot, price=price, cost=cost, objective=objective,
-                  load_output_tokens_per_s=load,
+                  load_output_tokens_per_s=load, target_utilization=target_utilization,
                   modes=("aggregated", "disaggregated") if mode == "both" else (mode,),
                   shapes=shapes,
                   precision=profiles, uncertainty=True if uncertainty else None,
                   engine=engine, **{k: v for k, v in grids.items()}, **fixed)
     configs = _configs(result, emit_config, price) if emit_config is not None else []
     recs = result.recommendations
-    head = (f"{result.request['model']}: plan within {gpus[1]} GPUs in total "
+    head = (f"{result.request['model']}: plan with engine {result.request['engine']}; "
+            f"{len(result.candidates):,} candidates\n"
+            f"within {gpus[1]} GPUs in total "
             f"(instances of at most {result.request['max_instance_gpus']}), ISL {isl} / OSL {osl}, "
             f"TTFT {'<= ' + format(ttft, 'g') + ' s' if ttft else 'free'}, "
-            f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}; "
-            f"best {objective} ({cost_header(cost, hws)}"
-            f"{', price ' + price if price else ''}); engine {result.request['engine']}; "
-            f"{len(result.candidates):,} candidates")
+            f"TPOT {'<= ' + format(tpot * 1e3, 'g') + ' ms' if tpot else 'free'}\n"
+            f"best {human_header(objective)[0]} ({cost_header(cost, hws)}"
+            f"{', price ' + price if price else ''})")
     if fmt in ("table", "markdown"):
-        shown = recs[[c for c in TABLE_COLUMNS if c in recs]]
+        shown = recs[[c for c in (recs.columns if wide else TABLE_COLUMNS) if c in recs]]
         if load is None:
-            shown = shown.drop(columns=[c for c in ("gpus_for_load",) if c in shown])
-        text = render(_transpose(shown, recs), fmt, header=head)
+            shown = shown.drop(columns=[c for c in ("gpus_for_load", "load_share_frac")
+                                        if c in shown])
+        if "reason" in shown and not shown["reason"].fillna("").astype(str).any():
+            shown = shown.drop(columns="reason")       # every device has a recommendation
+        text = render(_transpose(shown, recs, human=not wide), fmt, header=head,
+                      human=not wide, width=10_000 if wide else None)
         text += _band_note(recs)
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
-        text += _footing_note(recs)
+        more = _footing_note(recs) + _launch_note(recs) + _load_note(recs, result.request,
+                                                                      gpus[1])
         if notes:
-            text += "\n" + "\n".join(f"precision: {n}" for n in notes)
+            more += "\n" + "\n".join(f"precision: {n}" for n in notes)
+        text += more if wide else fit_lines(more)
         front = result.front
         text += "\n\n" + render(
             front[["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
                    "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
                    "usd_per_mtok_output_all_in"]],
             fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
-                        "tokens/s per GPU")
+                        "tokens/s per GPU", human=not wide, width=10_000 if wide else None)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -209,14 +236,25 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
                              if configs else {})})
     else:
         text = render(recs, fmt)
+    # all or nothing: every target checked (an emitted config never replaces a file of the
+    # user's without --force), then the plot (the write that can fail on its own), the
+    # configs and the output; each write names its own option
+    from ..output.files import write_text_atomic
+    launches = _launches(result, emit_launch) if emit_launch is not None else []
+    for path, _, _ in configs:
+        check_target(path, option="--emit-config", overwrite=force)
+    for path, _, _ in launches:
+        check_target(path, option="--emit-launch", overwrite=force)
     if output is not None:
-        from ..output.files import write_text_atomic
-        write_text_atomic(output, text + "\n")
+        check_target(output, option="--output")
     if plot_path is not None:
         plot_front(result, plot_path)
     for path, _, config_text in configs:
-        from ..output.files import write_text_atomic
-        write_text_atomic(path, config_text)
+        write_text_atomic(path, config_text, option="--emit-config")
+    for path, _, body in launches:
+        write_text_atomic(path, body, option="--emit-launch")
+    if output is not None:
+        write_text_atomic(output, text + "\n")
     click.echo(text)
     if fmt in ("table", "markdown"):
         if plot_path is not None:
@@ -224,6 +262,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         for path, hw, _ in configs:
             click.echo(f"wrote {path}: factory config of the {hw} recommendation "
                        f"(inference-factory simulate --config {path})")
+        for path, hw, _ in launches:
+            click.echo(f"wrote {path}: launch command of the {hw} recommendation")
 
 
 def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]:
@@ -241,6 +281,36 @@ def _configs(result, path: str, price: str | None) -> list[tuple[str, str, str]]
     several = len(result.request["hardware"]) > 1
     return [(config_path(path, hw, several), hw, config_toml(result, hw, price=price))
             for hw in good]
+
+
+def _launches(result, path: str) -> list[tuple[str, str, str]]:
+    """(file, hardware, script) of each device's recommendation with a launch command."""
+    from ..analysis.plan.config import config_path
+
+    recs = result.recommendations
+    several = len(result.request["hardware"]) > 1
+    out = []
+    for _, r in recs.iterrows():
+        cmd = str(r.get("launch_command") or "")
+        if cmd:
+            hw = str(r["hardware"])
+            head = (f"#!/bin/sh\n# {result.request['model']} on {hw}: {r['mode']}, engine "
+                    f"{r.get('engine_label', r.get('engine'))} "
+                    f"(inference-factory plan; docs/ENGINES.md)\n")
+            out.append((config_path(path, hw, several), hw, head + cmd + "\n"))
+    if not out:
+        raise SpecError("--emit-launch: no device has a recommendation that meets the targets")
+    return out
+
+
+def _launch_note(recs) -> str:
+    """Under the table: each recommendation's engine and launch command."""
+    if "launch_command" not in recs:
+        return ""
+    lines = [f"\nlaunch ({r['hardware']}, {r.get('engine_label', r.get('engine'))}):\n  "
+             + str(r["launch_command"]).replace("\n", "\n  ")
+             for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 def _footing_note(recs) -> str:
@@ -261,6 +331,22 @@ def _footing_note(recs) -> str:
     return "\nfooting: " + "; ".join(parts) + ("; a roofline-only device ranks on its "
                                                "datasheet" if any(
                                                    recs["footing"] == "roofline-only") else "")
+
+
+def _load_note(recs, request, budget: int) -> str:
+    """One line under the table with --load: the share of the load each device's
+    recommendation (within the --gpus budget) serves at the target utilisation, and the
+    GPUs the whole load needs by the same rule."""
+    load = request.get("load_output_tokens_per_s")
+    if load is None or "load_share_frac" not in recs:
+        return ""
+    u = request["target_utilization"]
+    parts = [f"{r['hardware']} {100 * r['load_share_frac']:.0f}% ({r['gpus_for_load']:,.0f} "
+             "GPUs for all of it)" for _, r in recs.iterrows()
+             if isinstance(r.get("load_share_frac"), float)
+             and math.isfinite(r["load_share_frac"])]
+    return (f"\n--load {load:,.0f} output tokens/s at {100 * u:g}% target utilisation: the "
+            f"--gpus {budget} budget serves " + "; ".join(parts)) if parts else ""
 
 
 def _band_note(recs) -> str:
@@ -293,28 +379,24 @@ def _cell(r, c):
     return value_band(v * k, lo * k, hi * k)
 
 
-def _transpose(df, recs=None):
+def _transpose(df, recs=None, human: bool = False):
     """One column per hardware: a recommendation reads down, whatever the terminal width
-    (a figure with a band as ``value [low-high]``, from ``recs``' ``_low`` / ``_high``)."""
+    (a figure with a band as ``value [low-high]``, from ``recs``' ``_low`` / ``_high``);
+    ``human``: rows labelled with the headers a person reads, values in their units."""
     import pandas as pd
+
+    from ..output.tables import display_header, human_header
 
     rows = recs if recs is not None else df
     out = pd.DataFrame({str(r["hardware"]): [_cell(r, c) for c in df.columns[1:]]
                         for _, r in rows.iterrows()}, index=list(df.columns[1:]))
-    out.insert(0, "", [_label(c) for c in df.columns[1:]])
+    heads = [human_header(c) if human else display_header(c) for c in df.columns[1:]]
+    out.insert(0, "", [h for h, _ in heads])
     scaled = out.copy()
     for i, c in enumerate(df.columns[1:]):
+        factor = 1e3 if c in ("ttft_s", "tpot_s") else heads[i][1]
         for col in out.columns[1:]:
             v = out.iloc[i][col]
-            if c in ("ttft_s", "tpot_s") and isinstance(v, float) and math.isfinite(v):
-                scaled.iloc[i, list(out.columns).index(col)] = v * 1e3
+            if factor != 1.0 and isinstance(v, float) and math.isfinite(v):
+                scaled.iloc[i, list(out.columns).index(col)] = v * factor
     return scaled.reset_index(drop=True)
-
-
-def _label(col: str) -> str:
-    from ..output.tables import display_header
-
-    name, factor = display_header(col)
-    if col in ("ttft_s", "tpot_s"):
-        return name
-    return name

@@ -12,7 +12,7 @@ from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
 from ..output.tables import render
-from .params import format_option
+from .params import FiniteRange, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
 
@@ -205,7 +205,7 @@ def _slo_options(func: Callable, ttft: bool = True) -> Callable:
                               help="TTFT SLO, a duration: 500ms, 2s."),
                  click.option("--ttft-ms", type=p.DurationParam(bare_unit="ms"), default=None,
                               hidden=True)]
-    opts.append(click.option("--min-user-tps", type=click.FloatRange(min=0, min_open=True),
+    opts.append(click.option("--min-user-tps", type=FiniteRange(min=0, min_open=True),
                              default=None, help="Minimum decode tokens/s per user."))
     for opt in reversed(opts):
         func = opt(func)

@@ -49,7 +49,7 @@ def hardware_list(fmt: str | None, as_json: bool) -> None:
     fmt = _chosen_format(fmt, as_json)
     if fmt in ("table", "markdown"):      # no pandas here: 'hardware list' starts fast
         rows = [{k: v for k, v in r.items() if k != "file"} for r in rows]
-    click.echo(_render(rows, fmt))
+    click.echo(_render(rows, fmt, human=True))
 
 
 def _unloadable(exc: SpecError) -> str:
@@ -217,6 +217,9 @@ def _model_lines(m: ModelSpec) -> list[str]:
                 ("experts per token", str(m.experts_per_token)),
                 ("shared experts", str(m.n_shared_experts)),
                 ("expert intermediate size", str(m.expert_intermediate_size))]
+        if m.latent_hidden_size:
+            ffn.append(("routed experts' latent width", f"{m.latent_hidden_size} (projected "
+                        f"from and back to {m.hidden_size}; shared experts at {m.hidden_size})"))
     if m.n_mtp_modules:
         ffn.append(("MTP modules", str(m.n_mtp_modules)))
     lines += _kv(ffn)

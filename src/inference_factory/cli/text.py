@@ -47,10 +47,10 @@ def _chosen_format(fmt, as_json):
     return chosen_format(fmt, as_json)
 
 
-def _render(df, fmt: str, header: str = "") -> str:
+def _render(df, fmt: str, header: str = "", human: bool = False) -> str:
     from ..output.tables import render
 
-    return render(df, fmt, header=header)
+    return render(df, fmt, header=header, human=human)
 
 
 def _dump_json(obj: Any) -> None:

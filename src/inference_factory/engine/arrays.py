@@ -154,23 +154,29 @@ def evaluate_arrays(model: str | ModelSpec, hardware: str | HardwareSpec, *,
 def op_arrays(passes, shape: tuple = ()) -> dict[str, np.ndarray]:
     """The per-op detail of a block's passes (``evaluate_block(..., detail="ops")``'s
     ``_ops``) as arrays over (op, *shape), as :func:`evaluate` lays out its ``op`` dimension:
-    ``op`` the names of every phase's ops (first seen first), per phase the time per step
-    (NaN for an op the phase does not run), the resource label and the source label ("" where
-    the phase does not run the op)."""
+    ``op`` the names of every phase's ops (first seen first), per phase the time, FLOPs and
+    HBM bytes per step per GPU (NaN for an op the phase does not run), the resource label and
+    the source label ("" where the phase does not run the op)."""
     table = op_table(passes)
     names = list(dict.fromkeys(n for phase in table.values() for n in phase[0]))
     shape = tuple(shape)
     out: dict[str, np.ndarray] = {"op": np.asarray(names, dtype=str)}
-    for phase, (ops, times, res, src) in table.items():
+    for phase, (ops, times, res, src, flop, nbytes) in table.items():
         t = np.full((len(names),) + shape, np.nan)
+        f = np.full((len(names),) + shape, np.nan)
+        b = np.full((len(names),) + shape, np.nan)
         r = np.full((len(names),) + shape, "", dtype=object)
         so = np.full((len(names),) + shape, "", dtype=object)
-        for name, ti, ri, si in zip(ops, times, res, src):
+        for name, ti, ri, si, fi, bi in zip(ops, times, res, src, flop, nbytes):
             i = names.index(name)
             t[i] = np.broadcast_to(np.asarray(ti, dtype=float), shape) if shape else ti
+            f[i] = np.broadcast_to(np.asarray(fi, dtype=float), shape) if shape else fi
+            b[i] = np.broadcast_to(np.asarray(bi, dtype=float), shape) if shape else bi
             r[i] = np.broadcast_to(np.asarray(ri, dtype=object), shape) if shape else ri
             so[i] = np.broadcast_to(np.asarray(si, dtype=object), shape) if shape else si
         out[f"{phase}_op_time_s"] = t
+        out[f"{phase}_op_flop_per_gpu"] = f
+        out[f"{phase}_op_hbm_bytes_per_gpu"] = b
         out[f"{phase}_op_resource"] = r.astype(str)
         out[f"{phase}_op_source"] = so.astype(str)
     return out

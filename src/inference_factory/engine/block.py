@@ -195,12 +195,15 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
     return out
 
 
-def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, list, list]]:
+def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, list, list,
+                                                              list, list]]:
     """Per phase: op names, time per step (count x micro-batches x per-call time), resource
-    label and source label of each op (for ``evaluate(..., detail="ops")``)."""
+    label, source label, FLOPs and HBM bytes per step per GPU (count x micro-batches x the
+    op's per-call figure; they sum to the pass's ``flop`` and ``hbm_bytes``) of each op (for
+    ``evaluate(..., detail="ops")``)."""
     out = {}
     for phase, p in passes.items():
-        names, times, res, src = [], [], [], []
+        names, times, res, src, flop, nbytes = [], [], [], [], [], []
         costs: list[Cost] = p["costs"]
         for c in costs:
             names.append(c.op.name)
@@ -208,5 +211,7 @@ def op_table(passes: Mapping[str, dict]) -> dict[str, tuple[list[str], list, lis
             res.append(c.resource_label())
             code = c.source() if callable(c.source) else c.source
             src.append(np.asarray(G.SOURCES, dtype=object)[np.asarray(code, dtype=int)])
-        out[phase] = (names, times, res, src)
+            flop.append(p["mb"] * c.op.count * c.op.flop)
+            nbytes.append(p["mb"] * c.op.count * c.op.hbm_bytes)
+        out[phase] = (names, times, res, src, flop, nbytes)
     return out

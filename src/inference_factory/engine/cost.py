@@ -181,7 +181,8 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
         return Cost(op, t, "comm", G.ROOFLINE)
 
     # EP dispatch / combine: the busiest rank receives imbalance x the mean traffic
-    k, h, b, tokens = m.experts_per_token, m.hidden_size, c["bytes_per_elem"], c["tokens"]
+    # the payload is the experts' input: a latent MoE sends its latent, not the hidden state
+    k, h, b, tokens = m.experts_per_token, m.expert_hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
     if not rl.is_ideal and rl.measured and g.ep <= dom:
         t, src = _nvlink_a2a(g, op, tokens * busiest, memo)
@@ -220,7 +221,8 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
         return None, G.ROOFLINE
     m, hw = g.m, g.hw
     dtype = {1.0: "fp8", 2.0: "bf16"}.get(op.params["bytes_per_elem"], "nvfp4")
-    near = {"hidden_size": m.hidden_size, "topk": m.experts_per_token,
+    he = m.expert_hidden_size               # the payload: a latent MoE's latent
+    near = {"hidden_size": he, "topk": m.experts_per_token,
             "num_experts": m.n_routed_experts, "moe_ep": g.ep}
     total, source = 0.0, None
     for name in (("prepare", "dispatch") if op.name == "dispatch" else ("combine",)):
@@ -228,10 +230,10 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
         if curve is None:
             return None, G.ROOFLINE
         t, src = curve.time_s(
-            lambda n_, name=name: nvlink_a2a_roofline_s(hw, name, dtype, n_, m.hidden_size,
+            lambda n_, name=name: nvlink_a2a_roofline_s(hw, name, dtype, n_, he,
                                                         m.experts_per_token, g.ep),
             tokens, mode="separable", memo=memo,
-            pure_key=(hw, "a2a_nvlink", name, dtype, m.hidden_size, m.experts_per_token, g.ep))
+            pure_key=(hw, "a2a_nvlink", name, dtype, he, m.experts_per_token, g.ep))
         total, source = total + t, src if source is None else source
     return total, source
 

@@ -196,21 +196,27 @@ def _axis_attrs(name: str) -> dict[str, str]:
 
 
 def _add_ops(ds: xr.Dataset, table, order, sizes) -> xr.Dataset:
-    """The ``op`` dimension of ``detail="ops"``: per phase, each op's time per step, the
-    resource it is charged to and the source of its cost."""
+    """The ``op`` dimension of ``detail="ops"``: per phase, each op's time, FLOPs and HBM bytes
+    per step per GPU, the resource it is charged to and the source of its cost."""
     names = list(dict.fromkeys(n for phase in table.values() for n in phase[0]))
     full = [sizes[d] for d in order]
-    for phase, (ops, times, res, src) in table.items():
+    for phase, (ops, times, res, src, flop, nbytes) in table.items():
         t = np.full([len(names)] + full, np.nan)
+        f = np.full([len(names)] + full, np.nan)
+        b = np.full([len(names)] + full, np.nan)
         r = np.full([len(names)] + full, "", dtype=object)
         so = np.full([len(names)] + full, "", dtype=object)
-        for name, ti, ri, si in zip(ops, times, res, src):
+        for name, ti, ri, si, fi, bi in zip(ops, times, res, src, flop, nbytes):
             i = names.index(name)
             t[i] = np.broadcast_to(np.asarray(ti, dtype=float), full) if full else ti
+            f[i] = np.broadcast_to(np.asarray(fi, dtype=float), full) if full else fi
+            b[i] = np.broadcast_to(np.asarray(bi, dtype=float), full) if full else bi
             r[i] = np.broadcast_to(np.asarray(ri, dtype=object), full) if full else ri
             so[i] = np.broadcast_to(np.asarray(si, dtype=object), full) if full else si
         dims = ["op"] + list(order)
-        for name, values in ((f"{phase}_op_time_s", t), (f"{phase}_op_resource", r.astype(str)),
+        for name, values in ((f"{phase}_op_time_s", t), (f"{phase}_op_flop_per_gpu", f),
+                             (f"{phase}_op_hbm_bytes_per_gpu", b),
+                             (f"{phase}_op_resource", r.astype(str)),
                              (f"{phase}_op_source", so.astype(str))):
             ds[name] = xr.DataArray(values, dims=dims, attrs=cf_attrs(name))
     ds = ds.assign_coords(op=names)

@@ -219,7 +219,7 @@ def mtp_layers(m: ModelSpec) -> Layers:
     (DeepSeek-V3 report sec. 2.2)."""
     moe = 1 if m.is_moe else 0
     params = (architecture(m).n_attention_params_per_layer + m.n_norm_params_per_layer
-              + (m.n_router_params_per_layer + m.n_shared_experts * m.n_expert_params if moe
+              + (m.n_moe_non_routed_params_per_layer if moe
                  else m.n_dense_ffn_params_per_layer)
               + 2.0 * m.hidden_size ** 2 + 3.0 * m.hidden_size)
     return Layers(1, ((architecture(m).primary, 1),), 1 - moe, moe, params)
@@ -238,6 +238,9 @@ def weight_bytes_per_gpu(g: Geom, with_mtp: bool) -> float:
                                       n_shards=g.tp)
     if g.tp > 1:        # weights an attention kind keeps whole on every TP rank (MLA's latent)
         dense += arch.replicated_weight_bytes(g.tp, wb)
+        # and a latent MoE's projections, replicated (aiconfigurator kimi_k3.py)
+        dense += kmem.replicated_weight_extra_bytes(
+            n_params=m.n_moe_layers * m.n_latent_params_per_layer, bytes_per_param=wb, tp=g.tp)
     heads = kmem.sharded_weight_bytes(n_params=m.n_embedding_params + m.n_lm_head_params,
                                       bytes_per_param=hb, n_shards=g.tp)
     experts = 0.0

@@ -47,12 +47,13 @@ def grid_from_rows(coords: list[np.ndarray], values: np.ndarray) -> Grid:
     return Grid(tuple(axes), fill_missing(tuple(axes), grid))
 
 
-def monotone(grid: Grid) -> Grid:
-    """Running maximum along every axis: a kernel given more work (larger m, n, k, batch,
-    context, tokens, message) is never faster. Removes measurement noise and kernel-choice
-    dips from a latency grid so predicted times never fall as a shape grows."""
+def monotone(grid: Grid, axes=None) -> Grid:
+    """Running maximum along every axis (or the axis indices ``axes``): a kernel given more
+    work (larger m, n, k, batch, context, tokens, message) is never faster. Removes
+    measurement noise and kernel-choice dips from a latency grid so predicted times never
+    fall as a shape grows."""
     v = grid.values
-    for ax in range(v.ndim):
+    for ax in (range(v.ndim) if axes is None else axes):
         v = np.maximum.accumulate(v, axis=ax)
     return Grid(grid.axes, v)
 

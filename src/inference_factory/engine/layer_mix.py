@@ -100,8 +100,7 @@ class Architecture:
         return (self.n_attention_params + m.n_layers * (m.n_norm_params_per_layer
                                                          + m.n_hyper_connection_params_per_layer)
                 + m.n_dense_layers * m.n_dense_ffn_params_per_layer
-                + m.n_moe_layers * (m.n_router_params_per_layer
-                                    + m.n_shared_experts * m.n_expert_params)
+                + m.n_moe_layers * m.n_moe_non_routed_params_per_layer
                 + m.hidden_size)  # final norm
 
     @property
@@ -127,8 +126,7 @@ class Architecture:
         m = self.spec
         if m.n_mtp_modules == 0:
             return 0.0
-        ffn = (m.n_router_params_per_layer
-               + (m.n_routed_experts + m.n_shared_experts) * m.n_expert_params
+        ffn = (m.n_moe_non_routed_params_per_layer + m.n_routed_experts * m.n_expert_params
                if m.is_moe else m.n_dense_ffn_params_per_layer)
         return (2.0 * m.hidden_size * m.hidden_size + 3.0 * m.hidden_size
                 + self.n_attention_params_per_layer + m.n_norm_params_per_layer + ffn)
@@ -150,6 +148,16 @@ class Architecture:
         layers are bounded by their window; see :meth:`sequence_bytes`)."""
         return float(sum(g.layers * g.memory.bytes_per_token
                          for g in self.memory_groups(kv_precision)
+                         if np.isinf(g.memory.span_tokens)))
+
+    def kv_bytes_per_token_per_gpu(self, kv_precision: str, tp: int) -> float:
+        """Bytes per token of context that one GPU of a TP group of ``tp`` holds, over the
+        layers that keep every token: each group's bytes over its TP split (``kv_split``;
+        KV heads fewer than ``tp`` and MLA's latent are replicated). A prefix cache's
+        tokens per byte: ``tp`` times this is what the TP group holds per token, the whole
+        model's :meth:`kv_bytes_per_token` only where every group splits ``tp`` ways."""
+        return float(sum(g.layers * g.memory.bytes_per_token / g.kv_split
+                         for g in self.memory_groups(kv_precision, tp)
                          if np.isinf(g.memory.span_tokens)))
 
     def state_bytes_per_sequence(self, kv_precision: str = "bf16") -> float:

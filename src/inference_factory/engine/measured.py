@@ -31,6 +31,7 @@ from .table_families import DEEPEP_NODE_GPUS, FAMILIES, FILES, Family  # noqa: F
 from . import table_families_linear  # noqa: F401,E402 (registers gdn_*, kda_*)
 from . import table_families_dsa  # noqa: F401,E402  (DSA module tables)
 from . import table_families_msa  # noqa: F401,E402  (MSA block-sparse module tables)
+from . import table_families_v4  # noqa: F401,E402 (registers compressed_module_*, mhc)
 from .table_files import Rows, read_table
 from .table_rooflines import (  # noqa: F401 (re-exported: ops, cost and tests read them here)
     DTYPES,
@@ -181,6 +182,28 @@ class DeviceTables:
                                 for b, (v, f) in sorted(by.items())}
         return self._provenance
 
+    def gemm_times_quantization(self, backends) -> bool:
+        """Whether every quantised row of the GEMM table comes from a backend in
+        ``backends`` (whose collectors time the activation quantisation with the GEMM)."""
+        names = self.backends("gemm", quantised=True)
+        return bool(names) and names <= set(backends)
+
+    def backends(self, family: str, quantised: bool = False) -> frozenset:
+        """The ``backend`` names of a family's rows (only the non-BF16 rows where
+        ``quantised``); empty where the device has no such table."""
+        key = (family, quantised)
+        memo = self.__dict__.setdefault("_backends", {})
+        if key not in memo:
+            names: frozenset = frozenset()
+            if self.has(family):
+                df = self.rows(family)
+                b = df["backend"].astype(str)
+                if quantised:
+                    b = b[df["dtype"].astype(str) != "bf16"]
+                names = frozenset(np.unique(b).tolist())
+            memo[key] = names
+        return memo[key]
+
     def spans_nodes(self, family: str) -> bool:
         """Whether a DeepEP table holds rows measured across more than one node."""
         if family not in self._spans:
@@ -299,7 +322,9 @@ class DeviceTables:
         measured = np.full(v.shape, -np.inf)
         measured[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))] = \
             v[tuple(np.searchsorted(a, np.log(c)) for a, c in zip(eta.axes, coords))]
-        lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured)).values)
+        axes = (None if fam.monotone_axes is None
+                else [fam.axes.index(a) for a in fam.monotone_axes])
+        lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured), axes).values)
         return G.Grid(eta.axes, lat - roof)
 
 

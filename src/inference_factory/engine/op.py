@@ -51,6 +51,8 @@ class Op:
     #                              nodes are then computed once (Curve.time_s)
     source_cap: int = 3          # best source label the op may carry (grid.SOURCES; a
     #                              substitute dtype's rows: extrapolated)
+    covers_kernels: Any = 0.0    # small kernels per call its measurement includes (a whole
+    #                              module's table): taken off the layer's other_kernels
 
 
 def gemm_dtype(fmt: str, hw=None) -> str:
@@ -104,6 +106,27 @@ def table_dtype(g: Geom, family: str, dtype: str) -> tuple[str, int]:
     if tabs is None or not tabs.has(family) or tabs.curve(family, {"dtype": dtype}, {}) is not None:
         return dtype, G.MEASURED
     return sub, G.EXTRAPOLATED
+
+
+def has_curve(g: Geom, family: str, keys: dict, nearest: dict) -> bool:
+    """Whether the measured tables (where the realism reads them) cost ``family`` at these
+    keys on ``g``'s device: an op measured as a whole module replaces its parts only then."""
+    if not g.rl.measured:
+        return False
+    tabs = M.tables_for(g.hw)
+    return tabs is not None and tabs.has(family) and tabs.curve(family, keys, nearest) is not None
+
+
+def quantization_kernels(g: Geom, groups: float) -> float:
+    """Activation quantisation kernels of ``groups`` quantised GEMM groups (configs/realism.toml
+    [other_kernels] per_quantized_gemm_group; none for 16-bit weights, and none where the
+    device's measured GEMMs already time them: realism ``quantization_timed_with_gemm``)."""
+    quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
+    if quant and g.rl.measured:
+        tabs = M.tables_for(g.hw)
+        if tabs is not None and tabs.gemm_times_quantization(g.rl.quantization_timed_with_gemm):
+            quant = 0.0
+    return quant * g.rl.other_kernels["per_quantized_gemm_group"] * groups
 
 
 def attention_mode(per_point_parameter) -> str:

@@ -20,7 +20,7 @@ from .layer_mix import architecture
 from .attention import Pass, attention_ops
 from .geometry import Geom, Layers
 from .hyper_connections import mhc_ops
-from .op import Op, gemm, gemm_dtype, roofline_key
+from .op import Op, gemm, gemm_dtype, quantization_kernels, roofline_key
 from .precision import compute_precision
 
 __all__ = ["Op", "layer_ops", "moe_op", "other_kernel_count"]
@@ -56,6 +56,13 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
         ops.append(gemm(g, "ffn_down", "shared", L.n_dense_ffn, T, h, i, wp))
     if m.is_moe and L.n_moe:
         ops.append(gemm(g, "router", "attn1", L.n_moe, T, m.n_routed_experts, h, "bf16"))
+        if m.latent_hidden_size:
+            # a latent MoE projects every token down to the experts' width before the
+            # dispatch and back up after the combine, whole on every TP rank (aiconfigurator
+            # sdk/models/kimi_k3.py _ffn_ops: latent_down_gemm / latent_up_gemm, unsharded)
+            r = m.latent_hidden_size
+            ops.append(gemm(g, "latent_down", "attn1", L.n_moe, T, r, h, wp))
+            ops.append(gemm(g, "latent_up", "shared", L.n_moe, T, h, r, wp))
         if m.n_shared_experts:
             i = m.n_shared_experts * m.expert_intermediate_size / tp
             ops.append(gemm(g, "shared_gate_up", "shared", L.n_moe, T, 2 * i, h, wp))
@@ -73,7 +80,9 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                                    ("combine", g.combine_b, "combine")):
                 ops.append(Op(name, "comm", stage, L.n_moe,
                               family=f"{name}_{'normal' if phase == 'prefill' else 'll'}",
-                              nearest={"hidden_size": h, "num_topk": m.experts_per_token,
+                              # the payload is the experts' input: a latent MoE's latent
+                              nearest={"hidden_size": m.expert_hidden_size,
+                                       "num_topk": m.experts_per_token,
                                        "num_experts": m.n_routed_experts,
                                        "node_num": max(g.ep / M.DEEPEP_NODE_GPUS, 1.0)},
                               coords=(local,),
@@ -110,9 +119,11 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     # norm weights are read once per layer (plus the final norm); the activation traffic of
     # the elementwise kernels is costed with their floors in measured mode (cost._other)
     norm_bytes = (m.n_norm_params_per_layer + m.hidden_size / max(L.n_total, 1)) * 2.0
+    # kernels an op measured as a whole module already times (per layer)
+    covered = sum(op.covers_kernels * op.count for op in ops) / max(L.n_total, 1)
     ops.append(Op("other_kernels", "compute", "attn0", L.n_total, rate="other",
                   hbm_bytes=norm_bytes * (1.0 if L.logits else 0.0),
-                  params={"kernels": other_kernel_count(g, L),
+                  params={"kernels": other_kernel_count(g, L, T) - covered,
                         "elementwise_bytes": kops.elementwise_bytes(
                             tokens=T, width=h, passes=g.rl.other_kernels["elementwise_passes"],
                             bytes_per_elem=2.0)}))
@@ -131,7 +142,8 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     dtype = gemm_dtype(m.quant_format(g.eprec, experts=True), g.hw)
     tokens = T * g.dp                         # unique tokens entering the EP group
     eb = units.BYTES_PER_ELEMENT[g.eprec]
-    kw = dict(hidden_size=m.hidden_size, inter_size=m.expert_intermediate_size,
+    h = m.expert_hidden_size                  # a latent MoE's experts run at the latent width
+    kw = dict(hidden_size=h, inter_size=m.expert_intermediate_size,
               topk=m.experts_per_token, num_experts=m.n_routed_experts)
     # wide EP: DeepEP's grouped GEMM (SGLang tables, DeepSeek shapes); else, and where those
     # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP.
@@ -152,33 +164,41 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     inter = m.expert_intermediate_size / g.moe_tp
 
     def pure(n_):
-        return M.moe_roofline_s(g.hw, dtype, n_, m.hidden_size, m.expert_intermediate_size,
+        return M.moe_roofline_s(g.hw, dtype, n_, h, m.expert_intermediate_size,
                               m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
                               load_factor=g.placement_imbalance)
     return Op("moe", "compute", "mlp", L.n_moe,
-              flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=m.hidden_size,
+              flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=h,
                                             intermediate_size=inter),
               hbm_bytes=kops.grouped_expert_bytes(distinct_experts=distinct, routed_tokens=0.0,
-                                                  hidden_size=m.hidden_size,
+                                                  hidden_size=h,
                                                   intermediate_size=inter, weight_bytes=eb,
                                                   act_bytes=0.0),
               precision=compute_precision(g.hw, g.eprec) or g.eprec, rate="moe",
               m_tokens=routed / np.maximum(distinct, 1e-9),
               family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
-              pure_key=roofline_key(g.hw, "moe", dtype, m.hidden_size,
+              pure_key=roofline_key(g.hw, "moe", dtype, h,
                                     m.expert_intermediate_size, m.experts_per_token,
                                     m.n_routed_experts, g.moe_tp, g.ep, g.placement_imbalance),
               fallback=fused, params={"mean_routed": mean_routed})
 
 
-def other_kernel_count(g: Geom, L: Layers) -> float:
+def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:
     """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
-    activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]."""
+    activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]:
+    no quantisation kernels where the device's measured GEMMs time them, and the two
+    RMSNorms inside the fused TP all-reduce where a pass of ``tokens`` per rank takes it."""
     ok = g.rl.other_kernels
     per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
-    quant = 1.0 if g.wprec in ("fp8", "fp4") else 0.0
-    n = per_layer + quant * ok["per_quantized_gemm_group"] * 2
+    tabs = M.tables_for(g.hw) if g.rl.measured else None
+    fusing = tabs is not None and bool(
+        tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends))
+    if fusing and tokens is not None and g.tp > 1 and g.dp == 1:
+        fused = min(ok["norms_fused_into_allreduce"], per_layer)
+        per_layer = np.where(tokens <= ok["fused_allreduce_max_tokens"], per_layer - fused,
+                             per_layer)
+    n = per_layer + quantization_kernels(g, 2)           # attention in, attention out
     moe = ok["moe"] + (ok["shared_expert"] if g.m.n_shared_experts else 0.0)
-    ffn = (L.n_dense_ffn * (ok["ffn"] + quant * ok["per_quantized_gemm_group"])
-           + L.n_moe * (moe + quant * ok["per_quantized_gemm_group"]))
+    ffn = (L.n_dense_ffn * (ok["ffn"] + quantization_kernels(g, 1))
+           + L.n_moe * (moe + quantization_kernels(g, 1)))
     return n + ffn / max(L.n_total, 1)

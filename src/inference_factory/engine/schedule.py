@@ -58,7 +58,7 @@ def _layer_class(c: Cost, L: Layers) -> tuple[float, float]:
     n = c.op.count
     if c.op.stream == "comm" and c.op.name in ("dispatch", "combine", "moe_gather",
                                                "moe_reduce") or c.op.name in (
-            "moe", "router", "shared_gate_up", "shared_down"):
+            "moe", "router", "shared_gate_up", "shared_down", "latent_down", "latent_up"):
         return (n / max(L.n_moe, 1), 0.0)
     if c.op.name in ("ffn_gate_up", "ffn_down"):
         return (0.0, n / max(L.n_dense_ffn, 1))

@@ -54,6 +54,8 @@ class Family:
     value: str                   # latency column (us)
     roofline: Callable           # (hw, *columns) -> seconds: the pure roofline of a row
     args: tuple[str, ...]        # the table columns ``roofline`` takes, in order
+    #: axes along which the latency envelope (more work is never faster) is taken; None: all
+    monotone_axes: tuple[str, ...] | None = None
 
     def roofline_rows(self, hw: HardwareSpec, d) -> np.ndarray:
         """Pure roofline of every row of ``d`` (a mapping of column -> array); string
@@ -84,8 +86,13 @@ _MOE_KEYS = ("hidden_size", "inter_size", "topk", "num_experts")
 _EP_KEYS = ("hidden_size", "num_topk", "num_experts", "node_num")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
+    # the GEMM envelope runs along the tokens only: n and k are weight shapes, each run by
+    # the kernel configuration the engine picks for it, so a small weight measured slow
+    # (sgl-kernel FP8 at n=256, k=7168 on B200: 13.95 us) says nothing of a larger one
+    # measured fast (n=1024, k=8192: 10.37 us); lifting every larger shape to it made the
+    # decode GEMMs of small batches up to 1.35x slower than their own measurements
     Family("gemm", ("dtype",), (), ("m", "n", "k"), "latency_us", gemm_roofline_s,
-           ("dtype", "m", "n", "k")),
+           ("dtype", "m", "n", "k"), monotone_axes=("m",)),
     Family("mla_bmm_pre", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _bmm_rows(True),
            ("dtype", "num_tokens", "num_heads")),
     Family("mla_bmm_post", ("dtype",), (), ("num_tokens", "num_heads"), "latency_us", _bmm_rows(False),

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import compute_precision
 from ..errors import SpecError, warn
 from ..specs.realism import load_realism
 from ..specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from ..specs.files import read_toml
 from ..specs.prices import CostModel, Price, load_prices
+from ..specs.provisioning import default_target_utilization
 from .trace import WorkloadClass, WorkloadSpec
 
 LEVERS = ("continuous_batching", "pd_split", "prefix_cache", "speculative", "expert_balancing",
@@ -69,7 +71,12 @@ _PREC_ORDER = ("fp4", "fp8", "bf16")
 
 
 def _lowest_supported(hw: HardwareSpec, wanted: str) -> str:
-    """The lowest precision >= ``wanted`` that the device computes in."""
+    """``wanted`` (the checkpoint's precision) where the device runs it, with its tensor cores
+    or weight-only (:func:`~inference_factory.engine.compute_precision`: stored in the format,
+    multiplied at 16 bits, as ``evaluate`` and ``bench`` run it); else the lowest precision
+    >= ``wanted`` that the device computes in."""
+    if compute_precision(hw, wanted) is not None:
+        return wanted
     i = _PREC_ORDER.index(wanted) if wanted in _PREC_ORDER else len(_PREC_ORDER) - 1
     for p in _PREC_ORDER[i:]:
         if p in hw.dense_flop_per_s:
@@ -303,7 +310,7 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
         warn(f"{p}: model.price = {price_id!r} is a price of {prices[price_id].model!r}, not of "
              f"{spec.name!r}; margins compare another model's list price")
     util = _set(doc.fleet and doc.fleet.target_utilization,
-                base.target_utilization if base else 0.75)
+                base.target_utilization if base else default_target_utilization())
 
     ec = doc.economics
     be = base.economics if base else FACTORY_COSTS

@@ -64,8 +64,12 @@ def tier_capacity_tokens(m: ModelSpec, pool: PoolConfig, levers: Levers, kv_prec
     if not levers.prefix_cache:
         return (0.0, 0.0, 0.0)
     hw = load_hardware(pool.hardware)
-    # prefix KV of the full-attention layers (sliding-window layers keep <= w tokens)
-    kv_tok = architecture(m).kv_bytes_per_token(kv_prec)
+    # prefix KV of the full-attention layers (sliding-window layers keep <= w tokens) as the
+    # pool's TP groups hold it: each of the tp GPUs keeps its split of every token, so KV
+    # heads fewer than tp (and MLA's latent) are held tp / kv_split times over. The host
+    # tiers mirror the device layout per rank (SGLang HiCache sizes its host pool per TP
+    # rank as hicache-ratio x the device pool), so the same bytes per token size all three.
+    kv_tok = pool.tp * architecture(m).kv_bytes_per_token_per_gpu(kv_prec, pool.tp)
     architecture(m).snapshot_tokens(kv_prec)   # SpecError where no KV per token sizes a tier
     nodes = n_gpus / hw.gpus_per_node
     hbm = kmem.free_hbm_cache_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,

@@ -95,6 +95,21 @@ def _capped_sum(a, b, slope, cap):
     return slope * (e * (e + 1.0) - a * (a + 1.0)) / 2.0 + cap * (b - e)
 
 
+def down_projection_width(*, q_lora_rank, head_dim, ratio, has_indexer, index_n_heads,
+                          index_head_dim):
+    r"""Output width of the projections a layer takes from the hidden state (every TP rank
+    holds them whole): the query latent, the KV head, the compressors' KV and gate
+    projections (r > 0; twice for CSA's overlapping windows) and the CSA indexer's
+    compressor and head weights:
+
+    .. math:: W = r_q + d + [r > 0]\, 2 c d + [\text{CSA}]\,(4 d_I + h_I)
+
+    (c = 2 for CSA, else 1; the same widths as :func:`compressed_attention_params`)."""
+    c = 2 if has_indexer else 1
+    return (q_lora_rank + head_dim + (2 * c * head_dim if ratio else 0)
+            + (4 * index_head_dim + index_n_heads if has_indexer else 0))
+
+
 def attention_core_flop(*, attended_entries, n_q_heads, head_dim):
     r"""Score and value products of the single shared head (keys = values, width d):
 

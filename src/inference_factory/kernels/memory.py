@@ -29,6 +29,18 @@ def mla_replicated_latent_bytes(*, n_layers, hidden_size, q_lora_rank, kv_lora_r
     return n_layers * down * bytes_per_param * (1.0 - 1.0 / tp)
 
 
+def replicated_weight_extra_bytes(*, n_params, bytes_per_param, tp):
+    r"""Extra bytes per GPU for weights every GPU of a TP group holds whole (a latent MoE's
+    projections), beyond the 1/tp share :func:`sharded_weight_bytes` counted.
+
+    .. math:: \Delta W = P\, b_w \left(1 - \frac{1}{tp}\right)
+
+    Zero at tp = 1. Source: aiconfigurator ``sdk/models/kimi_k3.py`` (the latent down and up
+    projections "replicated ... unsharded", commit 095f58a5).
+    """
+    return n_params * bytes_per_param * (1.0 - 1.0 / tp)
+
+
 def expert_slots_per_rank(*, n_experts, n_redundant, ep):
     r"""Expert slots of one EP rank: the routed experts and their redundant replicas, spread
     over ``ep`` ranks, rounded up (every rank is sized for the fullest one).

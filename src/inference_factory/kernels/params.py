@@ -23,7 +23,7 @@ def gqa_attention_params(*, hidden_size, n_q_heads, n_kv_heads, head_dim_qk, hea
 
 
 def mla_attention_params(*, hidden_size, n_q_heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
-                         qk_rope_head_dim, v_head_dim):
+                         qk_rope_head_dim, v_head_dim, output_gate=False):
     r"""Parameters of one multi-head latent attention (MLA) block.
 
     .. math::
@@ -31,9 +31,13 @@ def mla_attention_params(*, hidden_size, n_q_heads, q_lora_rank, kv_lora_rank, q
           + h (r_{kv} + d_r) + r_{kv}                  \quad\text{(kv down + rope key, norm)}
           + r_{kv} n_q (d_n + d_v)                     \quad\text{(kv up: K nope and V)}
           + n_q d_v h                                  \quad\text{(output)}
+          \;[+\; h\, n_q d_v \text{ output gate}]
 
     With q_lora_rank = 0 the query is a plain projection h x n_q(d_n + d_r).
-    Source: DeepSeek-V3 technical report (arXiv:2412.19437) sec. 2.1.1, eqs. 1-11.
+    Source: DeepSeek-V3 technical report (arXiv:2412.19437) sec. 2.1.1, eqs. 1-11; the
+    output gate (Kimi-K3 config ``mla_use_output_gate``) is a sigmoid gate h -> n_q d_v on
+    the attention output, aiconfigurator ``sdk/models/kimi_k3.py`` (``mla_gate_gemm``,
+    commit 095f58a5).
     """
     qk = qk_nope_head_dim + qk_rope_head_dim
     if q_lora_rank:
@@ -42,7 +46,8 @@ def mla_attention_params(*, hidden_size, n_q_heads, q_lora_rank, kv_lora_rank, q
         q = hidden_size * n_q_heads * qk
     kv = hidden_size * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank
     kv = kv + kv_lora_rank * n_q_heads * (qk_nope_head_dim + v_head_dim)
-    return q + kv + n_q_heads * v_head_dim * hidden_size
+    gate = hidden_size * n_q_heads * v_head_dim if output_gate else 0
+    return q + kv + n_q_heads * v_head_dim * hidden_size + gate
 
 
 def swiglu_ffn_params(*, hidden_size, intermediate_size, bias=False):
@@ -54,6 +59,23 @@ def swiglu_ffn_params(*, hidden_size, intermediate_size, bias=False):
     if bias:
         p = p + 2 * intermediate_size + hidden_size
     return p
+
+
+def latent_moe_projection_params(*, hidden_size, latent_size):
+    r"""Parameters of the projections a latent MoE puts around its routed experts, per layer.
+
+    .. math:: P = h r + r + r h   \quad\text{(down h -> r, latent RMSNorm, up r -> h)}
+
+    The routed experts of a latent MoE (Kimi-K3: config ``routed_expert_hidden_size`` r =
+    3584 of hidden h = 7168) read and write a width-r latent: a down projection before the
+    dispatch, an RMSNorm of the latent (``latent_moe_use_norm``) and an up projection after
+    the combine; router and shared experts stay at width h. Source: aiconfigurator
+    ``sdk/models/kimi_k3.py`` ``_ffn_ops`` (latent_down_gemm h -> r, latent_norm, latent_up_gemm
+    r -> h) and ``common.KimiK3Config`` docstring (commit 095f58a5). Zero without a latent.
+    """
+    if not latent_size:
+        return 0.0
+    return 2.0 * hidden_size * latent_size + latent_size
 
 
 def gqa_kv_bytes_per_token_per_layer(*, n_kv_heads, head_dim_k, head_dim_v, kv_bytes_per_elem):

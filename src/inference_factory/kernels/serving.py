@@ -181,15 +181,18 @@ def output_tokens_per_s_per_gpu_all_in(*, isl_tokens, osl_tokens, prefill_tokens
                          + osl_tokens / decode_tokens_per_s_per_gpu)
 
 
-def gpus_for_load(*, tokens_per_s, tokens_per_s_per_gpu, instance_gpus):
-    r"""GPUs to serve a token rate with whole instances.
+def gpus_for_load(*, tokens_per_s, tokens_per_s_per_gpu, instance_gpus, target_utilization=1.0):
+    r"""GPUs to serve a token rate with whole instances, busy ``u`` of the time.
 
-    .. math:: n = \left\lceil \frac{L}{r \, g} \right\rceil g
+    .. math:: n = \left\lceil \frac{L}{u \, r \, g} \right\rceil g
 
-    L tokens/s to serve, r tokens/s per GPU of the pool, g GPUs per instance (the quotient
-    less 1e-9 before the ceiling, so an exact fit takes no extra instance).
+    L tokens/s to serve, r tokens/s per GPU of the pool flat out, g GPUs per instance, u the
+    target utilisation (the provisioning rule :func:`provisioned_gpus` states with busy GPUs
+    L / r; the quotient less 1e-9 before the ceiling, so an exact fit takes no extra
+    instance).
     """
-    return np.ceil(tokens_per_s / (tokens_per_s_per_gpu * instance_gpus) - 1e-9) * instance_gpus
+    return np.ceil(tokens_per_s / (target_utilization * tokens_per_s_per_gpu * instance_gpus)
+                   - 1e-9) * instance_gpus
 
 
 # ---- the closed loop of a serving benchmark (``bench``) ------------------------------------

@@ -80,12 +80,19 @@ def _exit_cleanly_on_signals() -> Iterator[None]:
 
 
 def check_target(path: str | os.PathLike, *, option: str = "--output",
-                 directory: bool = False) -> tuple[Path, Path]:
+                 directory: bool = False, overwrite: bool = True) -> tuple[Path, Path]:
     """(target, its folder) when ``path`` may be written; otherwise a one-line SpecError: the
     folder does not exist, or the path is an existing folder (other than a Zarr store written
-    before, for a ``directory`` output). Commands call it before any work so that a bad
-    output path fails fast; :func:`atomic_output` calls it again before writing."""
+    before, for a ``directory`` output), the name is empty, or the file exists and
+    ``overwrite`` is False (a file of the user's that only ``--force`` may replace). Commands
+    call it before any work so that a bad output path fails fast; :func:`atomic_output` calls
+    it again before writing."""
+    if not str(os.fspath(path)).strip():
+        raise SpecError(f"{option} {str(path)!r}: give a file name")
     target = Path(path)
+    if not overwrite and target.exists():
+        raise SpecError(f"{option} {path}: the file exists; give another name or --force to "
+                        "replace it (nothing was written)")
     folder = Path(os.path.abspath(target)).parent
     if not folder.is_dir():
         raise SpecError(f"{option} {path}: cannot write (folder {folder} does not exist)")

@@ -90,6 +90,12 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "max_batch_size": ("sequences", "most sequences per GPU that fit in HBM"),
     "decode_op_time_s": ("s", "time of each operation per decode step"),
     "prefill_op_time_s": ("s", "time of each operation per prefill pass"),
+    "decode_op_flop_per_gpu": ("FLOP", "FLOPs of each operation per decode step per GPU"),
+    "prefill_op_flop_per_gpu": ("FLOP", "FLOPs of each operation per prefill pass per GPU"),
+    "decode_op_hbm_bytes_per_gpu": ("bytes", "HBM bytes of each operation per decode step "
+                                    "per GPU"),
+    "prefill_op_hbm_bytes_per_gpu": ("bytes", "HBM bytes of each operation per prefill pass "
+                                     "per GPU"),
     "decode_op_resource": (None, "resource each decode operation is charged to"),
     "prefill_op_resource": (None, "resource each prefill operation is charged to"),
     "decode_op_source": (None, "source of each decode operation's cost"),

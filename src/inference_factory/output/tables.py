@@ -18,6 +18,59 @@ from .metadata import integer_counts, is_count, plain_number
 FORMATS = ("table", "csv", "json", "markdown")
 #: Widest a text column is drawn before it wraps (characters).
 MAX_TEXT_WIDTH = 48
+#: Widest line of a default table (characters): a terminal's 100 columns; ``--wide`` lifts it.
+TABLE_WIDTH = 100
+#: Headers a person reads, with units, for the library's column names (the machine formats
+#: keep the names): column -> (header, factor applied to the values). Columns not listed
+#: fall back to :func:`display_header`. A header breaks over two lines at " / " in a table's
+#: columns (one line where it labels a row).
+HUMAN_HEADERS: dict[str, tuple[str, float]] = {
+    "concurrency": ("conc", 1.0), "max_concurrency": ("conc", 1.0),
+    "total_token_throughput_per_gpu": ("tok/s/GPU / all", 1.0),
+    "output_throughput_per_gpu": ("tok/s/GPU / output", 1.0),
+    "output_throughput": ("out tok/s", 1.0), "total_token_throughput": ("tok/s", 1.0),
+    "interactivity": ("tok/s / /user", 1.0), "tokens_per_s_per_user": ("tok/s/user", 1.0),
+    "median_ttft_ms": ("TTFT ms / p50", 1.0), "p99_ttft_ms": ("TTFT ms / p99", 1.0),
+    "median_tpot_ms": ("TPOT ms / p50", 1.0), "p99_tpot_ms": ("TPOT ms / p99", 1.0),
+    "median_e2el_ms": ("E2E s / p50", 1e-3), "decode_batch_per_rank": ("batch / /rank", 1.0),
+    "prefill_tokens_per_pass": ("prefill / tok/pass", 1.0),
+    "decode_binding_resource": ("decode / bound", 1.0),
+    "prefill_binding_resource": ("prefill / bound", 1.0),
+    "hardware": ("device", 1.0), "batch_size": ("batch", 1.0), "draft_depth": ("draft", 1.0),
+    "prefill_tp": ("prefill tp", 1.0), "prefill_dp": ("prefill dp", 1.0),
+    "prefill_ep": ("prefill ep", 1.0), "decode_instances": ("decode instances", 1.0),
+    "prefill_instances": ("prefill instances", 1.0), "weight_precision": ("weights", 1.0),
+    "moe_precision": ("experts", 1.0), "kv_precision": ("KV cache", 1.0),
+    "output_tokens_per_s": ("out tok/s", 1.0),
+    "output_tokens_per_s_per_gpu": ("out tok/s/GPU", 1.0),
+    "ttft_s": ("TTFT ms", 1e3), "tpot_s": ("TPOT ms", 1e3),
+    "usd_per_mtok_output": ("$/M out", 1.0), "usd_per_mtok_input": ("$/M in", 1.0),
+    "usd_per_mtok_output_all_in": ("$/M out all-in", 1.0),
+    "gpus_for_load": ("GPUs for --load", 1.0), "load_share_frac": ("--load served %", 100.0),
+    "measured_share": ("on measured tables %", 100.0), "reason": ("why not", 1.0),
+    "hbm_gb": ("HBM / GB", 1.0), "hbm_tb_per_s": ("HBM / TB/s", 1.0),
+    "bf16_tflop_per_s": ("BF16 / TFLOP/s", 1.0), "fp8_tflop_per_s": ("FP8 / TFLOP/s", 1.0),
+    "fp4_tflop_per_s": ("FP4 / TFLOP/s", 1.0), "scale_up_gpus": ("scale-up / GPUs", 1.0),
+    "rental_usd_per_gpu_hour": ("rental / $/GPU-h", 1.0),
+}
+
+
+def human_header(name: str, lines: int = 1) -> tuple[str, float]:
+    """The header a person reads for a column (:data:`HUMAN_HEADERS`, else
+    :func:`display_header`) and the factor applied to its values; ``lines=2`` breaks it at
+    " / " (a table column's header), else one line."""
+    h, factor = HUMAN_HEADERS.get(name) or display_header(name)
+    if lines == 2:
+        return h.replace(" / ", "\n"), factor
+    return h.replace(" / /", "").replace(" / ", " "), factor
+
+
+def fit_lines(text: str, width: int = TABLE_WIDTH) -> str:
+    """Each line of a title or note wrapped at ``width`` (continuations indented two)."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(s, width, subsequent_indent="  ", break_on_hyphens=False)
+                     if len(s) > width else s for s in text.splitlines())
 
 
 def format_number(x: Any) -> str:
@@ -84,10 +137,12 @@ def records(df) -> list[dict[str, Any]]:
 
 
 def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any] | None = None,
-           width: int | None = None) -> str:
+           width: int | None = None, human: bool = False) -> str:
     """``df`` (a DataFrame, or a list of dicts for commands that need no pandas) rendered as
     ``fmt`` (one of :data:`FORMATS`). ``header`` is a title line for the human formats;
-    ``extra`` adds keys to the JSON object (``{"rows": [...], "attrs": {...}}``)."""
+    ``extra`` adds keys to the JSON object (``{"rows": [...], "attrs": {...}}``).
+    ``human``: the headers a person reads (:func:`human_header`), the title wrapped and text
+    columns wrapped to fit ``width`` (default :data:`TABLE_WIDTH`)."""
     if isinstance(df, list):
         columns = list(df[0]) if df else []
         table = {c: [r.get(c) for r in df] for c in columns}
@@ -126,7 +181,7 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
 
     heads, cols, numeric = [], [], []
     for c in columns:
-        h, factor = display_header(str(c))
+        h, factor = human_header(str(c), 2) if human else display_header(str(c))
         values = table[c]
         is_num = all(isinstance(_cell(v), (int, float)) or _cell(v) is None for v in values) and \
             not all(isinstance(_cell(v), bool) for v in values if _cell(v) is not None)
@@ -139,23 +194,37 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
     align = ["right" if n else "left" for n in numeric]
     lines = []
     if header and fmt == "table":
-        lines.append(header)
+        lines.append(fit_lines(header, width or TABLE_WIDTH) if human else header)
     elif header:
         lines.append(f"**{header}**\n")
     if not rows:
         lines.append("(no rows)")
         return "\n".join(lines)
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    width = width or (TABLE_WIDTH if human else shutil.get_terminal_size((120, 24)).columns)
     text_cols = [i for i, n in enumerate(numeric) if not n]
     maxw = [None] * len(heads)
     if fmt == "table":
-        natural = sum(max(len(h), *(len(r[i]) for r in rows)) + 2 for i, h in enumerate(heads))
+        def wide(i, h):
+            return max(*(len(s) for s in h.split("\n")), *(len(r[i]) for r in rows)) + 2
+
+        natural = sum(wide(i, h) for i, h in enumerate(heads))
         if natural > width:
-            for i in text_cols:
-                maxw[i] = MAX_TEXT_WIDTH
-    table = tabulate(rows, headers=heads, tablefmt="simple" if fmt == "table" else "github",
-                     colalign=align, disable_numparse=True,
-                     maxcolwidths=maxw if any(m for m in maxw) else None)
+            # a person's table wraps its long text (a description, a reason), not its names
+            long = [i for i in text_cols if wide(i, heads[i]) > 18] if human else text_cols
+            room = width - sum(wide(i, h) for i, h in enumerate(heads) if i not in long)
+            each = max(12, room // max(len(long), 1) - 2) if human else MAX_TEXT_WIDTH
+            for i in long:
+                maxw[i] = min(MAX_TEXT_WIDTH, each)
+    import tabulate as tabulate_module
+
+    padding = tabulate_module.MIN_PADDING
+    tabulate_module.MIN_PADDING = 0 if human else padding   # headers no wider than they are
+    try:
+        table = tabulate(rows, headers=heads, tablefmt="simple" if fmt == "table" else "github",
+                         colalign=align, disable_numparse=True,
+                         maxcolwidths=maxw if any(m for m in maxw) else None)
+    finally:
+        tabulate_module.MIN_PADDING = padding
     lines.append(table)
     return "\n".join(lines)
 

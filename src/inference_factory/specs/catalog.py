@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, closest
 from .files import data_dirs
 from .hardware import HardwareSpec, _parse_hardware
 from .models import ModelSpec, _parse_model
@@ -161,8 +161,16 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
                                 "file: remove it from all but one (or give the file name)")
             return hit
     names = sorted({p.stem for f in folders for p in f.glob("*.toml")})
+    index: dict[str, Path] = {}
+    for f, st in zip(folders, stats):
+        for k, q in _folder_index(os.fspath(f), st, contents=True).index.items():
+            index.setdefault(k, q)
+    near = closest(s, index)            # a misspelt name or alias: its file's name
+    hint = f"; did you mean {index[near].stem!r}?" if near is not None else ""
     where = ", ".join(str(f) for f in folders)
-    raise SpecError(f"unknown {kind.rstrip('s')} {s!r} in {where}; available: {names}")
+    raise SpecError(f"unknown {kind.rstrip('s')} {s!r}{hint} (in {where}; available: "
+                    f"{names})" if hint else
+                    f"unknown {kind.rstrip('s')} {s!r} in {where}; available: {names}")
 
 
 _CACHE: dict[tuple, Any] = {}

@@ -1,31 +1,87 @@
-"""Serving-engine profiles: how an engine schedules a closed-loop benchmark.
+"""Serving-engine profiles: how an engine schedules a closed-loop benchmark, on which devices
+it runs with which settings, and what it runs there.
 
-The settings live in ``configs/serving_engines.toml`` (each with the server flag or source
-file it was read from); this module loads them strictly (schema
+The settings live in ``configs/serving_engines.toml`` (each with the server flag, recipe or
+source file it was read from); this module loads them strictly (schema
 :class:`~inference_factory.specs.schema_engines.ServingEnginesFile`) into frozen
 :class:`ServingEngine` objects. Every command takes one (``--engine``; a factory config's
-``engine``; a sweep file's ``[sweep] engine``), resolved once here and passed down: ``bench``
-and ``plan``'s closed loop (:mod:`inference_factory.analysis.bench`) run on its settings,
-``simulate`` and ``compare`` on the ones the factory has a concept for
-(:data:`FACTORY_USES`), ``sweep`` names it. Its policies are its methods
-(:meth:`ServingEngine.prefill_mixes_with_decode`, :meth:`ServingEngine.mixed_pass_tokens`):
-no code outside this module compares ``policy``.
+``engine``; a sweep file's ``[sweep] engine``), resolved here: a profile name
+(``sglang-0.5.6``), an engine (``sglang``: the profile of that engine that runs on the
+device), an engine at a version (``trtllm@1.3``: the version's leading parts) or a profile
+file (``my-profile.toml``, e.g. written by ``bench --calibrate``). :meth:`ServingEngine.on`
+resolves a profile for one device: its recipe's settings, what it supports there
+(:class:`Supports`) and its label; a device the profile does not list is one line saying
+which devices it runs on (a device listed with ``like = "..."`` takes another device's
+settings, and the label says so). ``bench`` and ``plan``'s closed loop
+(:mod:`inference_factory.analysis.bench`) run on its settings, ``plan`` keeps the
+deployments it supports and writes its launch command, ``simulate`` and ``compare`` take
+the ones the factory has a concept for (:data:`FACTORY_USES`), ``sweep`` names it. Its
+policies are its methods: no code outside this module compares ``policy``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .catalog import _cached
 from .files import read_toml, data_dir
+
+#: what a profile supports where neither it nor the device says (the most conservative)
+_SUPPORT_DEFAULTS = dict(modes=("aggregated",), attention_dp=False, expert_parallel=False,
+                         all_to_all="", kv_connector="", speculative=(),
+                         two_batch_overlap=False, weight_formats=(), kv_formats=(),
+                         max_instance_gpus=8, cuda_graph_max_batch=0, kernel_tables="")
+
+
+@dataclass(frozen=True)
+class Supports:
+    """What an engine runs on one device (``configs/serving_engines.toml`` ``supports``)."""
+
+    modes: tuple[str, ...]
+    attention_dp: bool
+    expert_parallel: bool
+    all_to_all: str
+    kv_connector: str
+    speculative: tuple[str, ...]
+    two_batch_overlap: bool
+    weight_formats: tuple[str, ...]
+    kv_formats: tuple[str, ...]
+    max_instance_gpus: int
+    cuda_graph_max_batch: int
+    kernel_tables: str
+
+    def refusal(self, *, mode: str = "aggregated", tp: int = 1, dp: int = 1, ep: int = 1,
+                draft_depth: float = 0, overlap: str = "none",
+                precisions: Mapping[str, str] | None = None) -> str:
+        """Why the engine does not run this deployment on the device ('' where it does)."""
+        if mode not in self.modes:
+            return f"runs {' and '.join(self.modes)} only"
+        if dp > 1 and not self.attention_dp:
+            return "no attention DP"
+        if ep > 1 and not self.expert_parallel:
+            return "no expert parallelism"
+        if tp * dp > self.max_instance_gpus:
+            return f"instances of at most {self.max_instance_gpus} GPUs"
+        if draft_depth and draft_depth > 0 and not self.speculative:
+            return "no speculative decoding"
+        if overlap == "two-batch" and not self.two_batch_overlap:
+            return "no two-batch overlap"
+        for key, v in (precisions or {}).items():
+            allowed = self.kv_formats if key == "kv_precision" else (
+                self.weight_formats if key in ("weight_precision", "moe_precision") else ())
+            if allowed and v not in allowed:
+                return f"no {v} {key.replace('_precision', '')} path"
+        return ""
 
 
 @dataclass(frozen=True)
 class ServingEngine:
-    """One engine's scheduling settings, resolved for a deployment with :meth:`for_run`."""
+    """One engine's scheduling settings; :meth:`on` resolves them for one device."""
 
     name: str
     description: str
@@ -42,6 +98,64 @@ class ServingEngine:
     host_s_per_prefill_pass: float
     dp_attention_divides_limits: bool = False
     path: str = ""
+    engine: str = ""
+    version: str = ""
+    max_running_requests_speculative: int | None = None
+    search_by_default: bool = True
+    #: the device this profile was resolved for ('' until :meth:`on`), the device whose
+    #: settings it took (``like``), the device's source and launch flags, its supports
+    device: str = ""
+    settings_from: str = ""
+    source: str = ""
+    flags: str = ""
+    supports: Supports | None = None
+    launch: Mapping[str, str] = field(default_factory=dict, compare=False)
+    devices: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    base_supports: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # ---- the device ---------------------------------------------------------------------
+
+    def runs_on(self, hardware: str) -> bool:
+        return hardware in self.devices or "*" in self.devices
+
+    def on(self, hardware: str) -> "ServingEngine":
+        """This profile on ``hardware`` (a hardware name): the device's recipe values over the
+        profile's, its supports and label; a device it does not list is one line naming the
+        devices it runs on."""
+        hw = getattr(hardware, "name", hardware)
+        if self.device == hw or (self.device and not self.devices):
+            return self
+        entry = self.devices.get(hw, self.devices.get("*"))
+        if entry is None:
+            raise SpecError(f"engine {self.name} ({self.engine} {self.version}) has no settings "
+                            f"for {hw}; it runs on {', '.join(sorted(self.devices))}")
+        like = entry.get("like")
+        base = dict(self.devices[like]) if like else {}
+        if like and like not in self.devices:
+            raise SpecError(f"{self.path}: engines.{self.name}.devices.{hw}.like = {like!r} is "
+                            f"not a device of the profile; allowed: {sorted(self.devices)}")
+        merged = {**base, **{k: v for k, v in entry.items() if v is not None}}
+        sup = {**_SUPPORT_DEFAULTS, **self.base_supports,
+               **{k: v for k, v in (base.get("supports") or {}).items() if v is not None},
+               **{k: v for k, v in (entry.get("supports") or {}).items() if v is not None}}
+        sup = {k: tuple(v) if isinstance(v, list) else v for k, v in sup.items()}
+        sched = {k: v for k, v in merged.items()
+                 if k in _SCHEDULING and v is not None}
+        return dataclasses.replace(self, **sched, device=hw, settings_from=like or "",
+                                   source=entry["source"], flags=merged.get("flags") or "",
+                                   supports=Supports(**sup))
+
+    def label(self) -> str:
+        """The profile as outputs name it: ``sglang-0.5.6 on B300``, with the device whose
+        settings it took where the device has no recipe of its own."""
+        if not self.device:
+            return self.name
+        where = "" if self.device == "*" else f" on {self.device}"
+        like = (f" (settings of {self.settings_from}: no recipe for {self.device})"
+                if self.settings_from else "")
+        return f"{self.name}{where}{like}"
+
+    # ---- policies -----------------------------------------------------------------------
 
     def prefill_mixes_with_decode(self, colocated: bool) -> bool:
         """Whether prompt chunks ride on the decode steps (``policy = "mixed"``, vLLM V1) on a
@@ -67,9 +181,20 @@ class ServingEngine:
         tokens = float(self.pass_tokens(dp > 1))
         return tokens / dp if (dp > 1 and self.dp_attention_divides_limits) else tokens
 
-    def requests_per_rank(self, dp: int) -> float:
-        """Requests in service per attention-DP rank at most (the same division)."""
-        cap = float(self.max_running_requests)
+    def with_draft(self, draft_depth) -> "ServingEngine":
+        """The profile as it runs with ``draft_depth`` draft tokens: the recipe's request cap
+        for speculative decoding (``max_running_requests_speculative``) where it sets one."""
+        if draft_depth and float(draft_depth) > 0 and self.max_running_requests_speculative:
+            return dataclasses.replace(self,
+                                       max_running_requests=self.max_running_requests_speculative)
+        return self
+
+    def requests_per_rank(self, dp: int, speculative: bool = False) -> float:
+        """Requests in service per attention-DP rank at most (the same division); with a
+        draft the recipe's cap for speculative decoding where it sets one."""
+        cap = float(self.max_running_requests_speculative
+                    if speculative and self.max_running_requests_speculative
+                    else self.max_running_requests)
         return cap / dp if (dp > 1 and self.dp_attention_divides_limits) else cap
 
     def recv_interval(self, concurrency, dp_attention: bool):
@@ -82,6 +207,29 @@ class ServingEngine:
         return np.where(c >= self.recv_interval_high_from_concurrency,
                         float(self.recv_interval_steps_high), float(self.recv_interval_steps))
 
+    def refusal(self, **deployment) -> str:
+        """Why the engine does not run ``deployment`` on its device (:meth:`Supports.refusal`),
+        '' where it does or where the profile is not resolved for a device."""
+        return self.supports.refusal(**deployment) if self.supports is not None else ""
+
+    def launch_command(self, model: str, *, tp: int = 1, dp: int = 1, ep: int = 1,
+                       draft_depth: int = 0, kv_precision: str = "bf16",
+                       overlap: str = "none", role: str = "", dp_attention: bool | None = None
+                       ) -> str:
+        """The engine's own launch command for one instance (``role``: '' aggregated,
+        ``prefill`` or ``decode`` for a P/D pool), from the profile's ``[launch]`` parts."""
+        from .engine_launch import launch_command
+
+        return launch_command(self, model, tp=tp, dp=dp, ep=ep, draft_depth=draft_depth,
+                              kv_precision=kv_precision, overlap=overlap, role=role,
+                              dp_attention=dp > 1 if dp_attention is None else dp_attention)
+
+
+_SCHEDULING = ("prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attention",
+               "max_running_requests", "max_running_requests_speculative",
+               "recv_interval_steps", "recv_interval_steps_high",
+               "recv_interval_high_from_concurrency", "recv_interval_steps_dp_attention",
+               "stream_interval_tokens", "host_s_per_decode_step", "host_s_per_prefill_pass")
 
 #: What ``simulate`` and ``compare`` take from a profile (the factory has a matching concept)
 #: and what they do not model, for docs and tests (:data:`FACTORY_USES`).
@@ -94,23 +242,65 @@ FACTORY_IGNORES = ("prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attent
 
 
 def default_serving_engine_name(path: str | os.PathLike | None = None) -> str:
-    """The ``default`` profile of the engines file (what every command takes unless told)."""
+    """The ``default`` of the engines file (what every command takes unless told)."""
     return _load(path)[0]
 
 
-def resolve_serving_engine(name, where: str,
-                           path: str | os.PathLike | None = None) -> ServingEngine:
-    """:func:`load_serving_engine`, an unknown name reported as one line naming ``where``
-    (the option or config field, e.g. ``--engine`` or ``configs/x.toml: engine``), the value
-    and the allowed names."""
+def resolve_serving_engine(name, where: str, path: str | os.PathLike | None = None,
+                           hardware: str | None = None) -> ServingEngine:
+    """The profile ``name`` names (a profile, an engine, ``engine@version`` or a profile
+    file; None: the file's default), on ``hardware`` where given (:meth:`ServingEngine.on`;
+    an engine picks its profile that runs there). An unknown name is one line naming
+    ``where`` (the option or field), the value and the allowed names."""
     if isinstance(name, ServingEngine):
-        return name
+        return name.on(hardware) if hardware is not None else name
     default, engines, _ = _load(path)
     key = default if name is None else str(name)
-    if key not in engines:
-        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines; allowed: "
-                        f"{', '.join(sorted(engines))}")
-    return engines[key]
+    if key.endswith(".toml"):
+        if not Path(key).is_file():
+            raise SpecError(f"{where} = {key!r}: profile file not found")
+        got = resolve_serving_engine(None, where, path=key)
+        return got.on(hardware) if hardware is not None else got
+    if key in engines:
+        return engines[key].on(hardware) if hardware is not None else engines[key]
+    family, _, version = key.partition("@")
+    matches = [e for e in engines.values() if e.engine == family and (
+        not version or e.version == version or e.version.startswith(version + "."))]
+    if not matches:
+        fams = sorted({e.engine for e in engines.values()})
+        raise SpecError(f"{where} = {key!r} is not a profile of the serving engines"
+                        f"{did_you_mean(key, [*engines, *fams]) or ';'} allowed: "
+                        f"{', '.join(sorted(engines))}; or an engine ({', '.join(fams)}), "
+                        "optionally NAME@VERSION")
+    if hardware is None:
+        return matches[0]
+    hw = getattr(hardware, "name", hardware)
+    for e in (*[e for e in matches if hw in e.devices], *matches):  # a listing before '*'
+        if e.runs_on(hw):
+            return e.on(hw)
+    runs = "; ".join(f"{e.name}: {', '.join(sorted(e.devices))}" for e in matches)
+    raise SpecError(f"{where} = {key!r}: no profile of that engine runs on {hw} ({runs})")
+
+
+def engines_for_plan(names, hardware: str, path: str | os.PathLike | None = None
+                     ) -> list[ServingEngine]:
+    """The profiles ``plan`` searches on one device: those ``names`` name (each resolved as
+    :func:`resolve_serving_engine`; a name without a profile for the device is skipped), or
+    every profile the file searches by default that runs there."""
+    _, engines, _ = _load(path)
+    if names is None:         # per engine: the profiles that list the device, else a '*' one
+        listed = {e.engine for e in engines.values() if hardware in e.devices}
+        return [e.on(hardware) for e in engines.values()
+                if e.search_by_default and e.runs_on(hardware)
+                and (hardware in e.devices or e.engine not in listed)]
+    out = []
+    for n in ([names] if isinstance(names, (str, ServingEngine)) else list(names)):
+        try:
+            out.append(resolve_serving_engine(n, "--engine", path=path, hardware=hardware))
+        except SpecError as exc:
+            if "no settings for" not in str(exc) and "no profile of that engine" not in str(exc):
+                raise
+    return out
 
 
 def list_serving_engines(path: str | os.PathLike | None = None) -> list[str]:
@@ -127,7 +317,11 @@ def load_serving_engine(name: str | None = None,
     default, engines, p = _load(path)
     key = default if name is None else str(name)
     if key not in engines:
-        raise SpecError(f"{p}: engine = {key!r} is not a profile; allowed: {sorted(engines)}")
+        try:
+            return resolve_serving_engine(key, f"{p}: engine", path=path)
+        except SpecError:
+            raise SpecError(f"{p}: engine = {key!r} is not a profile; allowed: "
+                            f"{sorted(engines)}") from None
     return engines[key]
 
 
@@ -143,9 +337,19 @@ def _parse(p: Path):
     from .schema_engines import ServingEnginesFile
 
     f = check(ServingEnginesFile, read_toml(p), str(p))
-    engines = {k: ServingEngine(name=k, path=str(p), **e.model_dump())
-               for k, e in f.engines.items()}
-    if f.default not in engines:
-        raise SpecError(f"{p}: default = {f.default!r} is not a profile; allowed: "
-                        f"{sorted(engines)}")
+    engines = {}
+    for k, e in f.engines.items():
+        d = e.model_dump()
+        devices, sup, launch = d.pop("devices"), d.pop("supports"), d.pop("launch") or {}
+        for hw, entry in devices.items():
+            if entry.get("like") and entry["like"] not in devices:
+                raise SpecError(f"{p}: engines.{k}.devices.{hw}.like = {entry['like']!r} is "
+                                f"not a device of the profile; allowed: {sorted(devices)}")
+        engines[k] = ServingEngine(name=k, path=str(p), devices=devices, launch=launch,
+                                   base_supports={a: b for a, b in sup.items() if b is not None},
+                                   **d)
+    names = {f.default} | {e.engine for e in engines.values()}
+    if f.default not in engines and f.default not in {e.engine for e in engines.values()}:
+        raise SpecError(f"{p}: default = {f.default!r} is not a profile or engine; allowed: "
+                        f"{sorted(names - {f.default}) + sorted(engines)}")
     return f.default, engines, p

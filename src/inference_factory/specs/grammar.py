@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..axes import (CACHE_TIERS, NUMERIC_AXES, OVERLAPS, PRECISION_AXES, STRUCT_AXES,
                    STRUCT_NUMBERS, WHOLE_AXES)
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 # the precision-profile grammar (plan --precision) is its own module, spoken here too
 from .precision_profiles import (PRECISION_BASES, PRECISION_PARTS, PrecisionProfile,  # noqa: F401
                                  parse_precision)
@@ -260,12 +260,48 @@ def parse_assignment(text: str, where: str, *, allowed: Iterable[str] = ENGINE_A
         raise SpecError(f"{at}: expected NAME=VALUES, e.g. batch_size=1,2,4,...,256")
     name, spec = (s.strip() for s in text.split("=", 1))
     name = name.replace("-", "_")
+    if name not in allowed and name.lower() in allowed:
+        name = name.lower()             # TP=8 as the help's metavar writes it
     if name not in allowed:
-        raise SpecError(f"{at}: unknown axis {name!r}; allowed: {list(allowed)}")
+        raise SpecError(f"{at}: unknown axis {name!r}{did_you_mean(name, allowed) or ';'} "
+                        f"allowed: {list(allowed)}")
     values = parse_values(spec, at)
     if not lists and len(values) != 1:
         raise SpecError(f"{at}: give one value (this option does not take lists)")
     return name, check_values(name, values, at)
+
+
+# --------------------------------------------------------------------------------------------
+# token counts
+# --------------------------------------------------------------------------------------------
+
+_TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kK]?)\s*$")
+#: Tokens per "k" in a token count: 1024, as the benchmark names its lengths ("1k1k" = ISL
+#: 1024 / OSL 1024, "8k1k" = 8192 / 1024: seq_len_stoi in InferenceX's
+#: utils/matrix_logic/generate_sweep_configs.py, IMAX_REPO).
+TOKENS_PER_K = 1024
+#: Largest token count a length option takes (far above any model's context).
+MAX_TOKENS = 10_000_000
+
+
+def parse_tokens(text: Any, where: str) -> int:
+    """A token count: ``"1024"`` -> 1024, ``"1k"`` -> 1024, ``"8k"`` -> 8192, ``"1.5k"`` ->
+    1536 (:data:`TOKENS_PER_K`); a whole number in [1, :data:`MAX_TOKENS`]."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        n = text
+    else:
+        m = _TOKENS.match(str(text))
+        if not m:
+            raise SpecError(f"{where} {text!r}: expected a token count such as 1024, 1k or 8k "
+                            f"(k = {TOKENS_PER_K} tokens)")
+        x = float(m.group(1)) * (TOKENS_PER_K if m.group(2) else 1)
+        if not x.is_integer():
+            raise SpecError(f"{where} {text!r}: {x:g} tokens is not a whole number")
+        n = int(x)
+    if not 1 <= n <= MAX_TOKENS:
+        raise SpecError(f"{where} {text!r}: a token count is a whole number in "
+                        f"[1, {MAX_TOKENS:,}]")
+    return n
 
 
 # --------------------------------------------------------------------------------------------

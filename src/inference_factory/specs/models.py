@@ -85,6 +85,8 @@ class ModelSpec:
     #: residual streams of hyper-connections (DeepSeek-V4 mHC ``hc_mult``; 0 = none)
     hyper_connections: int = 0
     hyper_connection_sinkhorn_iters: int = 0
+    #: width of the latent the routed experts run in (0 = none: they run at hidden_size)
+    latent_hidden_size: int = 0
 
     def quant_format(self, precision: str, experts: bool = False) -> str:
         """Scaling format of weights served in ``precision``: the checkpoint's own format
@@ -122,8 +124,24 @@ class ModelSpec:
                                          intermediate_size=self.dense_intermediate_size)
 
     @property
+    def expert_hidden_size(self) -> int:
+        """Width of the routed experts' input and output: the latent of a latent MoE, else
+        ``hidden_size`` (what the expert GEMMs and the EP all-to-all carry)."""
+        return self.latent_hidden_size or self.hidden_size
+
+    @property
     def n_expert_params(self) -> float:
-        """Parameters of one routed (or shared) expert."""
+        """Parameters of one routed expert (at :attr:`expert_hidden_size`)."""
+        if not self.is_moe:
+            return 0.0
+        return kparams.swiglu_ffn_params(hidden_size=self.expert_hidden_size,
+                                         intermediate_size=self.expert_intermediate_size,
+                                         bias=self.expert_bias)
+
+    @property
+    def n_shared_expert_params(self) -> float:
+        """Parameters of one shared expert (always at ``hidden_size``; the same as a routed
+        expert's unless the routed experts run in a latent)."""
         if not self.is_moe:
             return 0.0
         return kparams.swiglu_ffn_params(hidden_size=self.hidden_size,
@@ -131,8 +149,22 @@ class ModelSpec:
                                          bias=self.expert_bias)
 
     @property
+    def n_latent_params_per_layer(self) -> float:
+        """A latent MoE's down/up projections and latent norm, per MoE layer (0 without)."""
+        return kparams.latent_moe_projection_params(hidden_size=self.hidden_size,
+                                                    latent_size=self.latent_hidden_size)
+
+    @property
     def n_router_params_per_layer(self) -> float:
         return float(self.hidden_size * self.n_routed_experts) if self.is_moe else 0.0
+
+    @property
+    def n_moe_non_routed_params_per_layer(self) -> float:
+        """What every token of a MoE layer touches besides its routed experts: the router,
+        the shared experts and a latent MoE's projections."""
+        return (self.n_router_params_per_layer
+                + self.n_shared_experts * self.n_shared_expert_params
+                + self.n_latent_params_per_layer)
 
     @property
     def n_norm_params_per_layer(self) -> float:
@@ -249,6 +281,7 @@ def _parse_model(path: Path) -> ModelSpec:
         n_shared_experts=moe.n_shared_experts if moe else 0,
         expert_intermediate_size=moe.expert_intermediate_size if moe else 0,
         expert_bias=bool(moe.expert_bias) if moe else False,
+        latent_hidden_size=(moe.latent_hidden_size or 0) if moe else 0,
         n_mtp_modules=(f.mtp.modules or 0) if f.mtp else 0, aliases=tuple(f.aliases),
         path=str(path), layer_mix=mix,
         attention_params=tuple(sorted(at.params.items())),

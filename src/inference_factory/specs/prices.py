@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .catalog import load_hardware
 from .files import read_toml, data_dir
 
@@ -272,8 +272,10 @@ def resolve_price_bases(spec: str) -> list[PriceBasis | str]:
                                     "[[price_basis]] tables; a user's table holds one")
                 out.append(tables[0])
         else:
-            raise SpecError(f"price_basis = {spec!r}: {part!r} is not a price basis; allowed: "
-                            f"{price_basis_names()}, a .toml/.csv table, or NAME,FALLBACK")
+            raise SpecError(f"price_basis = {spec!r}: {part!r} is not a price basis"
+                            f"{did_you_mean(part, [*bundled, HARDWARE_FILE_BASIS]) or ';'} "
+                            f"allowed: {price_basis_names()}, a .toml/.csv table, or "
+                            "NAME,FALLBACK")
     return out
 
 

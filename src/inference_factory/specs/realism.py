@@ -58,6 +58,10 @@ class Realism:
     runtime_reserve_frac: float
     measured: bool = True
     other_kernels: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: GEMM-table backends whose rows include the activation quantisation kernel
+    quantization_timed_with_gemm: tuple[str, ...] = ()
+    #: all-reduce backends whose TP all-reduce runs fused with the residual add and RMSNorm
+    fused_allreduce_backends: tuple[str, ...] = ()
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -220,7 +224,10 @@ def _parse_realism(p: Path) -> Realism:
         routing=f.routing.enabled,
         memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
         measured=f.measured.enabled,
-        other_kernels={k: float(v) for k, v in ok.model_dump().items()},
+        other_kernels={k: float(v) for k, v in ok.model_dump().items()
+                       if k not in ("quantization_timed_with_gemm", "fused_allreduce_backends")},
+        quantization_timed_with_gemm=tuple(ok.quantization_timed_with_gemm),
+        fused_allreduce_backends=tuple(ok.fused_allreduce_backends),
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),

@@ -1,25 +1,103 @@
 """Schema of the serving-engine profiles (``configs/serving_engines.toml``): how an engine
 schedules a closed-loop benchmark (prefill policy, token budget per pass, request cap, poll
-and stream intervals, host time). The loader is
+and stream intervals, host time), on which devices it runs with which settings, what it
+supports there (attention DP, expert parallelism and its all-to-all, P/D and its KV
+connector, MTP, weight and KV formats, instance size, CUDA-graph batch limit), which kernel
+tables it runs on, and how it is launched. The loader is
 :func:`inference_factory.specs.engines.load_serving_engine`.
 
 Re-exported by :mod:`.schema`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field
 
 from ..bounds import MAX_BATCH, MAX_TOKENS
-from .schema_base import _Schema, count, flag, num, text
+from .schema_base import Precision, _Schema, count, flag, nonempty, num, text
 
 #: Host seconds per step or pass: a second is 10^4 x any published scheduler step.
 MAX_HOST_S = 1.0
 
+Mode = Literal["aggregated", "disaggregated"]
 
-class ServingEngineEntry(_Schema):
+
+class SupportsEntry(_Schema):
+    """What the engine runs on a device (each value read from a public recipe or the engine's
+    own code, cited beside it). Every field is optional in a device table: a device takes
+    the profile's ``[supports]`` and replaces the fields it names."""
+
+    modes: Optional[list[Mode]] = Field(None, description="aggregated and/or disaggregated "
+                                        "(prefill/decode pools with a KV transfer)")
+    attention_dp: Optional[bool] = Field(None, description="attention data parallelism (dp > 1)")
+    expert_parallel: Optional[bool] = Field(None, description="experts sharded over GPUs (ep > 1)")
+    all_to_all: Optional[str] = Field(None, description="the expert-parallel dispatch/combine "
+                                      "backend, as the engine names it")
+    kv_connector: Optional[str] = Field(None, description="the P/D KV-transfer backend")
+    speculative: Optional[list[Literal["mtp", "draft-model"]]] = Field(
+        None, description="speculative decoding it runs (mtp: the model's own MTP/EAGLE head)")
+    two_batch_overlap: Optional[bool] = Field(None, description="two micro-batches overlap "
+                                              "compute and communication (overlap = two-batch)")
+    weight_formats: Optional[list[Precision]] = Field(None, description="weight formats it "
+                                                      "runs on this device")
+    kv_formats: Optional[list[Precision]] = Field(None, description="KV-cache formats")
+    max_instance_gpus: Optional[int] = Field(None, ge=1, le=4096, description="GPUs of the "
+                                             "largest instance (or P/D pool) it runs")
+    cuda_graph_max_batch: Optional[int] = Field(None, ge=0, le=int(MAX_BATCH), description=(
+        "largest decode batch captured in a CUDA/HIP graph (0: none); larger batches run eager"))
+    kernel_tables: Optional[str] = Field(None, description="which measured kernel tables stand "
+                                         "for its kernels")
+
+
+class _Scheduling(_Schema):
+    prefill_tokens_per_pass: Optional[int] = Field(None, ge=1, le=int(MAX_TOKENS))
+    prefill_tokens_per_pass_dp_attention: Optional[int] = Field(None, ge=1, le=int(MAX_TOKENS))
+    max_running_requests: Optional[int] = Field(None, ge=1, le=int(MAX_BATCH))
+    max_running_requests_speculative: Optional[int] = Field(None, ge=1, le=int(MAX_BATCH))
+    recv_interval_steps: Optional[int] = Field(None, ge=1, le=10_000)
+    recv_interval_steps_high: Optional[int] = Field(None, ge=1, le=10_000)
+    recv_interval_high_from_concurrency: Optional[int] = Field(None, ge=1, le=int(MAX_BATCH))
+    recv_interval_steps_dp_attention: Optional[int] = Field(None, ge=1, le=10_000)
+    stream_interval_tokens: Optional[int] = Field(None, ge=1, le=10_000)
+    host_s_per_decode_step: Optional[float] = Field(None, ge=0.0, le=MAX_HOST_S,
+                                                    allow_inf_nan=False)
+    host_s_per_prefill_pass: Optional[float] = Field(None, ge=0.0, le=MAX_HOST_S,
+                                                     allow_inf_nan=False)
+
+
+class DeviceEntry(_Scheduling):
+    """One device the profile runs on: its source, the scheduling values its recipe sets
+    differently from the profile's, what the engine supports there, extra launch flags.
+    ``like = "B200"``: no recipe for this device; it takes that device's settings and every
+    output says so."""
+
+    source: nonempty("the recipe or code the device's values come from")
+    like: Optional[str] = Field(None, min_length=1, description="a listed device whose settings "
+                                "this one takes (no recipe of its own; labelled)")
+    supports: Optional[SupportsEntry] = None
+    flags: Optional[str] = Field(None, description="launch flags the device's recipe adds")
+
+
+class LaunchEntry(_Schema):
+    """The engine's own launch command, as text with ``{name}`` fields (model, tp, dp, ep,
+    draft_depth, draft_tokens, max_running_requests, prefill_tokens, stream_interval,
+    kv_connector) joined from the parts a deployment uses."""
+
+    base: nonempty("the command and the flags every deployment takes")
+    dp_attention: text("added with attention DP (dp > 1)") = ""
+    expert_parallel: text("added with ep > 1") = ""
+    speculative: text("added with a draft depth > 0") = ""
+    kv_fp8: text("added with an FP8 KV cache") = ""
+    two_batch_overlap: text("added with overlap = two-batch") = ""
+    prefill: text("added to the prefill pool's command of a P/D deployment") = ""
+    decode: text("added to the decode pool's command of a P/D deployment") = ""
+
+
+class ServingEngineEntry(_Scheduling):
     description: text("what the profile stands for (engine, version, flags)")
+    engine: nonempty("the engine family --engine NAME selects (sglang, vllm, trtllm, atom...)")
+    version: nonempty("the engine version the settings are read from (--engine NAME@VERSION)")
     policy: Literal["prefill-first", "mixed"] = Field(
         description="prefill-first: a prefill pass runs on its own and decoding waits "
                     "(SGLang); mixed: prompt chunks fill each decode step's token budget (vLLM V1)")
@@ -37,8 +115,14 @@ class ServingEngineEntry(_Schema):
     host_s_per_prefill_pass: num(0.0, MAX_HOST_S, "host time a prefill pass adds, s")
     dp_attention_divides_limits: flag("under DP attention the pass budget and the request "
                                       "cap are the instance's, divided among its DP ranks")
+    search_by_default: bool = Field(True, description="plan searches it when no --engine is "
+                                    "given")
+    supports: SupportsEntry = Field(description="what it runs, unless a device says otherwise")
+    devices: dict[str, DeviceEntry] = Field(min_length=1, description="the devices it runs on "
+                                            "by hardware name ('*': any device)")
+    launch: Optional[LaunchEntry] = None
 
 
 class ServingEnginesFile(_Schema):
-    default: text("the profile used when none is named")
+    default: text("the engine (family or profile) used when none is named")
     engines: dict[str, ServingEngineEntry] = Field(description="profiles by name")

@@ -7,8 +7,8 @@ Re-exported by :mod:`.schema`."""
 from __future__ import annotations
 
 from ..axes import STRUCT_NUMBERS
-from ..bounds import MAX_FIXED_LATENCY_US, MAX_KERNELS_PER_BLOCK, MAX_TILE_M_TOKENS
-from .schema_base import _Schema, flag, num
+from ..bounds import MAX_FIXED_LATENCY_US, MAX_KERNELS_PER_BLOCK, MAX_TILE_M_TOKENS, MAX_TOKENS
+from .schema_base import _Schema, flag, names, num
 
 
 def _frac(doc: str):
@@ -78,11 +78,19 @@ class RealismOtherKernels(_Schema):
     compressed: _kernels("small kernels per compressed-attention block (DeepSeek-V4)")
     dsa: _kernels("small kernels per DSA block (MLA's and the indexer's)")
     block_sparse: _kernels("small kernels per block-sparse (MSA) block")
+    compressed_in_module: _kernels("of those, the ones a measured V4 attention module times")
     ffn: _kernels("small kernels per dense FFN")
     moe: _kernels("small kernels per MoE layer")
     shared_expert: _kernels("small kernels per shared expert")
     per_quantized_gemm_group: _kernels("activation quantisation kernels per quantised GEMM group")
     elementwise_passes: _kernels("read+write passes over each token's hidden vector per layer")
+    quantization_timed_with_gemm: names("GEMM-table backends whose rows time the activation "
+                                        "quantisation with the GEMM")
+    fused_allreduce_backends: names("all-reduce-table backends whose engines fuse the TP "
+                                    "all-reduce with the residual add and RMSNorm")
+    norms_fused_into_allreduce: _kernels("RMSNorm kernels per layer run inside the fused TP "
+                                         "all-reduce")
+    fused_allreduce_max_tokens: num(0, MAX_TOKENS, "most tokens per pass the fused all-reduce takes")
 
 
 class RealismExperts(_Schema):

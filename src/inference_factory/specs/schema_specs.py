@@ -169,6 +169,10 @@ class ModelMoe(_Schema):
     n_shared_experts: count(0, 1024, "shared experts per MoE layer")
     expert_intermediate_size: count(1, 10_000_000, "expert FFN width")
     expert_bias: Optional[flag("experts carry biases")] = None
+    latent_hidden_size: Optional[count(1, 10_000_000, (
+        "width of the latent the routed experts run in (a latent MoE, config "
+        "routed_expert_hidden_size): projected down from and back up to hidden_size around "
+        "them; default: the routed experts run at hidden_size"))] = None
 
 
 class ModelMtp(_Schema):

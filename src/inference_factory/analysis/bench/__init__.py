@@ -3,8 +3,8 @@ deployment, per concurrency, and its comparison with measured results.
 
 :mod:`.serve` (the entry :func:`bench`, over the shared :mod:`..closed_loop`),
 :mod:`.metrics` (what a finite run reports: tails, the first wave, the Dataset),
-:mod:`.bands` (prediction bands), :mod:`.results` (reading ``--save-result`` files and
-comparing them with a prediction). Names are imported on first use: reading results does not
+:mod:`.bands` (prediction bands), :mod:`.results` (reading ``--save-result`` files),
+:mod:`.comparison` (comparing them with a prediction, like with like). Names are imported on first use: reading results does not
 load the model.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 #: public name -> module of this package (or the shared closed loop) that defines it
 _LAZY = {"bench": ".serve", "DEFAULT_CONCURRENCY": ".serve", "Pool": "..closed_loop",
-         "read_bench_results": ".results", "compare_results": ".results",
-         "summarize_comparison": ".results"}
+         "read_bench_results": ".results", "compare_results": ".comparison",
+         "summarize_comparison": ".comparison"}
 
 __all__ = list(_LAZY)
 

@@ -162,7 +162,7 @@ def _variable(xr, dim: str, value, attrs):
 
 
 def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl, range_ratio,
-               engine, engine_time, decode, prefill, precisions, as_frame: bool = False):
+               engine, engine_time, decode, prefill, precisions, as_frame: bool = False, footing=None):
     """The Dataset over ``concurrency`` with each variable's units and long name.
 
     ``as_frame``: its tidy frame instead (``ds.to_dataframe().reset_index()``, the
@@ -211,7 +211,9 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
     attrs = {"model": model, "hardware": hardware, "deployment": deployment,
              "isl": isl, "osl": osl, "range_ratio": range_ratio,
              "engine": engine.name, "engine_description": engine.description,
-             "engine_time": int(engine_time), **{k: str(v) for k, v in precisions.items()}}
+             "engine_label": engine.label(), "engine_version": engine.version,
+             "engine_time": int(engine_time), **{k: str(v) for k, v in precisions.items()},
+             **dict(footing or {})}
     if as_frame:
         import pandas as pd
 

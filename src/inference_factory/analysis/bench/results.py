@@ -61,19 +61,20 @@ COLUMNS = ("source", "format", "model", "hardware", "framework", "precision", "d
            *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
              for s in ("mean", "median", "std", "p99")))
 #: Identifying fields copied when a record carries them (after the columns above).
-IDENTITY = ("backend", "date", "spec_decoding", "disagg", "is_multinode", "tp", "pp", "ep",
+IDENTITY = ("range_ratio", "backend", "date", "spec_decoding", "disagg", "is_multinode", "tp", "pp", "ep",
             "dp_attention", "dcp_size", "pcp_size", "prefill_num_workers", "prefill_tp",
             "prefill_ep", "prefill_dp_attention", "num_prefill_gpu", "decode_num_workers",
             "decode_tp", "decode_ep", "decode_dp_attention", "num_decode_gpu",
             "output_throughput_per_decode_gpu", "request_rate", "burstiness", "request_goodput")
-#: Metrics :func:`compare_results` compares (the first: per GPU, or total when GPUs unknown).
-METRICS = ("total_token_throughput_per_gpu", "output_throughput", "median_ttft_ms",
-           "median_tpot_ms", "interactivity")
 _STAT = r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)"
 _VLLM_STAT = re.compile(_STAT + r"_ms$")
 _IFX_STAT = re.compile(_STAT + r"$")
-_VLLM_NEEDS = ("completed", "duration", "output_throughput", "total_token_throughput")
-_IFX_NEEDS = ("conc", "tput_per_gpu", "output_tput_per_gpu")
+_VLLM_NEEDS = ("completed", "duration", "output_throughput", "total_token_throughput",
+               "max_concurrency", "median_ttft_ms")
+_IFX_NEEDS = ("conc", "tput_per_gpu", "output_tput_per_gpu", "median_ttft")
+_WHY_CONCURRENCY = (" (vllm bench serve --max-concurrency N: a prediction is matched on the "
+                    "number of requests in flight; an open-loop --request-rate run without it "
+                    "has no closed-loop counterpart)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,14 +82,28 @@ _IFX_NEEDS = ("conc", "tput_per_gpu", "output_tput_per_gpu")
 # --------------------------------------------------------------------------------------------
 
 
+#: Largest whole number a result file may give (2**53: every integer up to it is exact as a
+#: float, and far beyond any count of tokens, prompts or GPUs a benchmark reports).
+MAX_WHOLE = 2 ** 53
+#: Fields that count GPUs or parallel degrees: whole numbers >= 1 where a file states them
+#: (``tp = 0`` divides the throughput by zero GPUs).
+AT_LEAST_ONE = ("num_gpus", "tp", "pp", "ep", "dcp_size", "pcp_size", "prefill_tp",
+                "prefill_ep", "decode_tp", "decode_ep", "max_concurrency", "conc")
+#: Measured figures a comparison scores: positive where a file states them (a zero
+#: throughput or TTFT is a failed run, not a measurement).
+POSITIVE = ("output_throughput", "total_token_throughput", "tput_per_gpu",
+            "output_tput_per_gpu", "median_ttft_ms", "median_ttft")
+
+
 def _num(rec: dict, key: str, where: str, *, required: bool = False, integer: bool = False,
-         text_ok: bool = False) -> float:
-    """``rec[key]`` as a float >= 0 (NaN when absent or null and not ``required``); a string
-    is read as a number only where ``text_ok`` (``--metadata`` values are strings)."""
+         text_ok: bool = False, why: str = "") -> float:
+    """``rec[key]`` as a finite float >= 0 (> 0 for :data:`POSITIVE`, a whole number >= 1 for
+    :data:`AT_LEAST_ONE`; NaN when absent or null and not ``required``); a string is read as a
+    number only where ``text_ok`` (``--metadata`` values are strings)."""
     v = rec.get(key)
     if v is None:
         if required:
-            raise SpecError(f"{where}: field {key!r} is missing; a result needs "
+            raise SpecError(f"{where}: field {key!r} is missing{why or ''}; a result needs "
                             f"{', '.join(_VLLM_NEEDS if 'conc' not in rec else _IFX_NEEDS)}")
         return math.nan
     x = v
@@ -97,11 +112,32 @@ def _num(rec: dict, key: str, where: str, *, required: bool = False, integer: bo
             x = float(v)
         except ValueError:
             x = None
-    kind = "a whole number" if integer else "a number"
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x) or x < 0 or (
-            math.isinf(x) and key != "request_rate") or (integer and x != int(x)):
-        raise SpecError(f"{where}: field {key!r} = {show(v)} must be {kind} >= 0")
-    return float(x)
+    lo = 1 if key in AT_LEAST_ONE else 0
+    kind = (f"a whole number in [{lo}, {MAX_WHOLE}]" if integer else
+            "a number > 0" if key in POSITIVE else "a number >= 0")
+    try:
+        f = float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    except OverflowError:          # an integer too large for a float
+        f = None
+    if f is None or math.isnan(f) or f < lo or (key in POSITIVE and f <= 0) or (
+            math.isinf(f) and key != "request_rate") or (
+            integer and (not f.is_integer() or f > MAX_WHOLE or (
+                isinstance(x, int) and x > MAX_WHOLE))):
+        raise SpecError(f"{where}: field {key!r} = {show(v)} must be {kind}")
+    return f
+
+
+def _range_ratio(rec: dict, where: str) -> float:
+    """The run's range ratio where it states one (``--metadata range_ratio=0.8``, or
+    ``random_range_ratio`` as vLLM's ``--random-range-ratio``), else NaN."""
+    for key in ("range_ratio", "random_range_ratio"):
+        if rec.get(key) is not None:
+            x = _num(rec, key, where, text_ok=True)
+            if x > 1:
+                raise SpecError(f"{where}: field {key!r} = {show(rec[key])} must be a fraction "
+                                "in [0, 1]")
+            return x
+    return math.nan
 
 
 def _flag(v: Any) -> Any:
@@ -124,13 +160,16 @@ def _shape(tp: float, ep: float, dp_attention: Any, pp: float = 1.0) -> str:
 def _vllm_row(rec: dict, where: str) -> dict[str, Any]:
     row: dict[str, Any] = {"format": "vllm", "model": rec.get("model_id"),
                            "hardware": rec.get("hardware", rec.get("hw"))}
-    for k in _VLLM_NEEDS:
+    for k in _VLLM_NEEDS[:4]:
         row[k] = _num(rec, k, where, required=True, integer=k == "completed")
     for k in ("request_throughput", "total_input_tokens", "total_output_tokens", "burstiness",
               "request_rate"):
         row[k] = _num(rec, k, where, integer=k.startswith("total_"))
     row["num_prompts"] = _num(rec, "num_prompts", where, integer=True)
-    row["max_concurrency"] = _num(rec, "max_concurrency", where, integer=True)
+    row["max_concurrency"] = _num(rec, "max_concurrency", where, required=True, integer=True,
+                                  why=_WHY_CONCURRENCY)
+    _num(rec, "median_ttft_ms", where, required=True)
+    row["range_ratio"] = _range_ratio(rec, where)
     # InferenceX's copy writes the key with a stray colon ("request_goodput:")
     row["request_goodput"] = _num({"request_goodput": rec.get(
         "request_goodput", rec.get("request_goodput:"))}, "request_goodput", where)
@@ -162,6 +201,7 @@ def _ifx_row(rec: dict, where: str) -> dict[str, Any]:
         if k in rec:
             row[k] = _flag(rec[k])
     row["max_concurrency"] = _num(rec, "conc", where, required=True, integer=True)
+    row["range_ratio"] = _range_ratio(rec, where)
     for k in ("isl", "osl", "tp", "pp", "ep", "dcp_size", "pcp_size", "prefill_num_workers",
               "prefill_tp", "prefill_ep", "num_prefill_gpu", "decode_num_workers", "decode_tp",
               "decode_ep", "num_decode_gpu"):
@@ -169,6 +209,7 @@ def _ifx_row(rec: dict, where: str) -> dict[str, Any]:
             row[k] = _num(rec, k, where, integer=True)
     tput = _num(rec, "tput_per_gpu", where, required=True)
     out = _num(rec, "output_tput_per_gpu", where, required=True)
+    _num(rec, "median_ttft", where, required=True)
     if row.get("is_multinode") is True or "num_decode_gpu" in row:
         p, d = row.get("num_prefill_gpu", math.nan), row.get("num_decode_gpu", math.nan)
         n = p + d
@@ -220,6 +261,34 @@ def _record(rec: Any, where: str, num_gpus: float) -> dict[str, Any] | None:
     return row
 
 
+#: Deepest nesting of arrays and objects a result file may have (vLLM's and InferenceX's
+#: records nest two levels; Python's parser would exhaust its stack near 1,000).
+MAX_DEPTH = 64
+
+
+def _json(text: str, where: str) -> Any:
+    """``json.loads(text)``, refusing (one line) nesting deeper than :data:`MAX_DEPTH` and
+    integers too long to read, which the parser would answer with a RecursionError or a
+    ValueError."""
+    depth = top = 0
+    for ch in re.findall(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        if ch in "[{":
+            depth += 1
+            top = max(top, depth)
+            if top > MAX_DEPTH:
+                raise SpecError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; a "
+                                "result is a flat JSON object (or a list of them)")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise SpecError(f"{where}: a number in the file is out of range ({exc}); result "
+                        "fields are numbers below 2**53") from None
+
+
 def _load(path: Path) -> list[tuple[Any, str]]:
     """(object, where) for each run in one file: a JSON object or list, or JSON Lines."""
     try:
@@ -229,7 +298,7 @@ def _load(path: Path) -> list[tuple[Any, str]]:
             from None
     lines = [(i + 1, s) for i, s in enumerate(text.splitlines()) if s.strip()]
     try:
-        obj = json.loads(text)
+        obj = _json(text, str(path))
     except json.JSONDecodeError as exc:
         if path.suffix.lower() != ".jsonl" and len(lines) < 2:
             raise SpecError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column "
@@ -238,7 +307,7 @@ def _load(path: Path) -> list[tuple[Any, str]]:
         out = []
         for n, s in lines:
             try:
-                out.append((json.loads(s), f"{path} line {n}"))
+                out.append((_json(s, f"{path} line {n}"), f"{path} line {n}"))
             except json.JSONDecodeError as e:
                 raise SpecError(f"{path} line {n}: not valid JSON ({e.msg} at column "
                                 f"{e.colno})") from None
@@ -317,119 +386,3 @@ def _stat_order(name: str) -> tuple:
     s, m = _VLLM_STAT.match(name).groups()
     return (("ttft", "tpot", "itl", "e2el").index(m), float(s[1:]) if s[0] == "p" else -1.0, s)
 
-
-# --------------------------------------------------------------------------------------------
-# comparing
-# --------------------------------------------------------------------------------------------
-
-
-def _points(df: pd.DataFrame, what: str) -> pd.DataFrame:
-    """A frame of points with a ``max_concurrency`` column: ``ds.to_dataframe()`` carries
-    the concurrency as its index."""
-    if not isinstance(df, pd.DataFrame):
-        if hasattr(df, "to_dataframe"):
-            df = df.to_dataframe()
-        elif isinstance(df, list):
-            df = pd.DataFrame(df)
-        else:
-            raise SpecError(f"{what}: expected a DataFrame, a Dataset or a list of points; "
-                            f"got {type(df).__name__}")
-    if "max_concurrency" not in df.columns:
-        if "concurrency" not in df.columns and "concurrency" in (df.index.names or []):
-            df = df.reset_index()
-        if "concurrency" not in df.columns:
-            raise SpecError(f"{what}: no max_concurrency (or concurrency) column; columns: "
-                            f"{list(df.columns)[:12]}")
-        df = df.assign(max_concurrency=df["concurrency"])
-    return df.reset_index(drop=True)
-
-
-def abs_ln_error(predicted: Any, measured: Any) -> np.ndarray:
-    """|ln(predicted / measured)|: the symmetric error of a ratio (0 = equal; 0.1 ~ 10 %);
-    NaN where either side is missing, zero or negative."""
-    p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
-    ok = (p > 0) & (m > 0) & np.isfinite(p) & np.isfinite(m)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.where(ok, np.abs(np.log(p / m)), np.nan)
-
-
-def compare_results(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Predicted vs measured per benchmark point, one row per measured run.
-
-    Rows match on ``max_concurrency``, and on ``isl``/``osl`` where both frames carry them
-    for every row. ``predicted`` is one deployment's prediction (``ds.to_dataframe()`` of
-    ``bench``, or its list of points): a key given twice there is a SpecError. Columns: the
-    key columns, ``matched`` (False: no predicted point at this key; its predicted and |ln|
-    cells are NaN, the row is kept), ``source``, ``model``, ``hardware``, ``framework`` and
-    ``deployment`` of the measured run where it has them, then for each metric ``M`` of
-    :data:`METRICS` ``M_predicted``, ``M_measured``, ``M_abs_ln``. The throughput metric is
-    ``total_token_throughput_per_gpu`` when both sides know it for every measured row, else
-    ``total_token_throughput`` (named in ``df.attrs["throughput_metric"]``)."""
-    pred, meas = _points(predicted, "predicted"), _points(measured, "measured")
-    keys = ["max_concurrency"] + [k for k in ("isl", "osl") if k in pred and k in meas
-                                  and pred[k].notna().all() and meas[k].notna().all()]
-    if pred.duplicated(keys).any():
-        dup = pred.loc[pred.duplicated(keys), keys].iloc[0].to_dict()
-        raise SpecError(f"predicted: the point {dup} appears twice; compare one deployment "
-                        "at a time")
-    if "interactivity" not in pred and "median_tpot_ms" in pred:
-        pred = pred.assign(interactivity=1000.0 / pred["median_tpot_ms"].where(
-            pred["median_tpot_ms"] > 0))
-    per_gpu = "total_token_throughput_per_gpu"
-    thr = per_gpu if per_gpu in pred and per_gpu in meas and meas[per_gpu].notna().all() \
-        else "total_token_throughput"
-    metrics = [thr, *METRICS[1:]]
-    p = pred[keys].copy()
-    for k in keys:
-        p[k] = p[k].astype(float)
-    for m in metrics:
-        p[m] = pred[m].astype(float) if m in pred else np.nan
-    m_keys = meas[keys].astype(float)
-    ident = [c for c in ("source", "model", "hardware", "framework", "deployment") if c in meas]
-    base = pd.concat([m_keys, meas[ident]], axis=1)
-    for m in metrics:
-        base[m] = meas[m].astype(float) if m in meas else np.nan
-    merged = base.merge(p, on=keys, how="left", suffixes=("_measured", "_predicted"),
-                        indicator=True)
-    out = merged[keys].copy()
-    out["matched"] = (merged["_merge"] == "both").to_numpy()
-    for c in ident:
-        out[c] = merged[c]
-    for m in metrics:
-        out[f"{m}_predicted"] = merged[f"{m}_predicted"]
-        out[f"{m}_measured"] = merged[f"{m}_measured"]
-        out[f"{m}_abs_ln"] = abs_ln_error(out[f"{m}_predicted"], out[f"{m}_measured"])
-    out = out.sort_values(keys, kind="stable").reset_index(drop=True)
-    out.attrs["throughput_metric"] = thr
-    out.attrs["keys"] = keys
-    return out
-
-
-def summarize_comparison(df: pd.DataFrame) -> dict[str, Any]:
-    """Summary of :func:`compare_results`: ``{"n_points": matched rows, "n_unmatched": int,
-    "unmatched_concurrency": [...], "throughput_metric": name, "metrics": {M: {"n",
-    "median_abs_ln", "worst_abs_ln", "worst_at_concurrency", "geomean_ratio"}}}`` where
-    ``geomean_ratio`` = exp(mean ln(predicted / measured)) (> 1: the model is optimistic for
-    a throughput, pessimistic for a latency). Each metric counts the matched rows where both
-    sides are positive numbers; NaN where there are none."""
-    matched = df[df["matched"]] if "matched" in df else df
-    unmatched = df[~df["matched"]] if "matched" in df else df.iloc[:0]
-    out: dict[str, Any] = {
-        "n_points": len(matched), "n_unmatched": len(unmatched),
-        "unmatched_concurrency": [float(v) for v in unmatched.get("max_concurrency", [])],
-        "throughput_metric": df.attrs.get("throughput_metric"), "metrics": {}}
-    for col in [c for c in df.columns if c.endswith("_abs_ln")]:
-        m = col.removesuffix("_abs_ln")
-        err = matched[col].to_numpy(dtype=float)
-        ok = np.isfinite(err)
-        ln = np.log(matched[f"{m}_predicted"].to_numpy(dtype=float)[ok]
-                    / matched[f"{m}_measured"].to_numpy(dtype=float)[ok])
-        worst = int(np.argmax(err[ok])) if ok.any() else None
-        out["metrics"][m] = {
-            "n": int(ok.sum()),
-            "median_abs_ln": float(np.median(err[ok])) if ok.any() else math.nan,
-            "worst_abs_ln": float(err[ok][worst]) if ok.any() else math.nan,
-            "worst_at_concurrency": (float(matched["max_concurrency"].to_numpy()[ok][worst])
-                                     if ok.any() else math.nan),
-            "geomean_ratio": float(np.exp(ln.mean())) if ok.any() else math.nan}
-    return out

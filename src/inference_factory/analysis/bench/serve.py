@@ -26,7 +26,7 @@ from ...engine import architecture
 from ...errors import SpecError
 from ...kernels import serving as ks
 from ...specs import DEFAULT_HARDWARE, load_hardware, load_model
-from ...specs.engines import ServingEngine, load_serving_engine
+from ...specs.engines import ServingEngine, resolve_serving_engine
 
 #: Default concurrencies (InferenceX's sweep: powers of two).
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -84,7 +84,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     from .metrics import DRAWS, run_metrics, to_dataset
 
     m, hw = load_model(model), load_hardware(hardware)
-    eng = load_serving_engine(engine)
+    # the engine's profile on this device (an engine without settings for it: one line)
+    eng = resolve_serving_engine(engine, "engine", hardware=hw.name).with_draft(draft_depth)
     conc = _concurrency(concurrency)
     isl, osl = _whole("isl", isl), _whole("osl", osl)
     if not (0.0 <= float(range_ratio) <= 1.0):
@@ -102,6 +103,13 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     agg = Pool(1, _whole("tp", tp), _whole("dp", dp), _whole("ep", ep))
     d_pool = agg if colocated else d_pool
     p_pool = agg if colocated else p_pool
+    for pool in {d_pool, p_pool}:
+        why = eng.refusal(mode="aggregated" if colocated else "disaggregated", tp=pool.tp,
+                          dp=pool.dp, ep=pool.ep, draft_depth=draft_depth, overlap=overlap)
+        if why:
+            raise SpecError(f"engine {eng.label()} does not run {pool.label()}"
+                            f"{'' if colocated else ' pools'}: {why} ({eng.source}); "
+                            "see docs/ENGINES.md or name another --engine")
 
     i_mean, _ = ks.uniform_length_moments(max_tokens=isl, range_ratio=float(range_ratio))
     o_mean, o_sq = ks.uniform_length_moments(max_tokens=osl, range_ratio=float(range_ratio))
@@ -171,10 +179,34 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     gpus = d_pool.gpus if colocated else d_pool.gpus + p_pool.gpus
     deployment = (agg.label() if colocated else
                   f"{p_pool.instances}p:{p_pool.label()} + {d_pool.instances}d:{d_pool.label()}")
+    from .footing import bench_footing
+
+    resolved = _resolved_precisions(m, hw, axes)
+    footing = bench_footing(m, hw, decode_pool=d_pool, prefill_pool=p_pool,
+                            axes={**axes, **extra}, state=st,
+                            tokens_per_step=d_tab.tokens_per_step, prompt_tokens=i_mean,
+                            concurrency=conc, isl=isl, osl=osl,
+                            precisions={k: v for k, v in resolved.items() if k != "precision"})
     return to_dataset(metrics, st, conc, num_gpus=gpus, model=m.name, hardware=hw.name,
                       deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
                       engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
-                      precisions=axes, as_frame=as_frame)
+                      precisions={**axes, **resolved}, footing=footing, as_frame=as_frame)
+
+
+def _resolved_precisions(m, hw, axes: Mapping[str, Any]) -> dict[str, str]:
+    """The precisions the engine runs (its defaults resolved by its one check,
+    ``validate_struct``), and ``precision``: the experts' of a MoE model, else the weights'
+    (what a benchmark's ``precision`` label names: InferenceX's ``fp4`` DeepSeek-R1)."""
+    from ...axes import STRUCT_AXES
+    from ...engine import validate_struct
+    from ...specs.realism import load_realism
+
+    g = validate_struct(m, hw, {**STRUCT_AXES, **{k: v for k, v in axes.items()
+                                                  if k.endswith("_precision")}},
+                        load_realism())
+    return {"weight_precision": g.wprec, **({"moe_precision": g.eprec} if m.is_moe else {}),
+            "kv_precision": g.kvprec, "attention_precision": g.aprec,
+            "precision": g.eprec if m.is_moe else g.wprec}
 
 
 def _whole(name: str, v: Any, lo: int = 1) -> int:

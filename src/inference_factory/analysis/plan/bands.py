@@ -255,7 +255,11 @@ def add_bands(recs: pd.DataFrame, m, hws, uncertainty, *, isl: int, osl: int, tt
                                    tpot_s=tpot_s, gpus=gpus, cost=cost,
                                    prefill_batch_sizes=prefill_batch_sizes,
                                    engine_kw=engine_kw, free_acceptance=free_acceptance,
-                                   realism=realism, serving_engine=serving_engine)
+                                   realism=realism,
+                                   serving_engine=(serving_engine.get((row["hardware"],
+                                                                      row.get("engine")))
+                                                   if isinstance(serving_engine, dict)
+                                                   else serving_engine))
         for k in BANDED:
             lo, hi = _quantiles(got[k].to_numpy(float), float(row[k]), k, u.quantiles, w)
             cols[f"{k}_low"].append(float(lo))

@@ -74,9 +74,11 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     lever, expert skew and redundancy, the prefill chunk, one workload class of ``isl`` /
     ``osl`` tokens with the plan's first-position acceptance, the targets as SLOs, and an
     arrival rate equal to the plan's sustained request rate (the whole fleet within the GPU
-    budget) x ``target_utilization`` (default: the plan's ``utilization`` where it is below
-    1, else 0.8, the fleet's headroom), so that ``simulate`` sizes the plan's instance
-    counts at that utilisation. With a load given to :func:`plan` the rate is that load.
+    budget) x ``target_utilization`` (default: the plan's, the one provisioning rule of
+    ``configs/provisioning.toml``), so that ``simulate`` sizes the plan's instance counts at
+    that utilisation; the config's ``[fleet] target_utilization`` is the plan's, so
+    ``simulate`` sizes a ``--load`` to the GPU counts the plan gave for it. With a load given
+    to :func:`plan` the rate is that load.
     The plan's own figures follow as ``#plan`` comment lines (:data:`PLAN_FIGURES`)."""
     from ...specs.realism import load_realism
     from ...specs.prices import load_prices
@@ -105,8 +107,9 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
     pd_split = r["mode"] == "disaggregated"
     out_per_gpu = float(r["output_tokens_per_s_per_gpu"])
     util_plan = float((req.get("cost") or {}).get("utilization", 1.0))
-    u = float(target_utilization if target_utilization is not None else
-              (util_plan if util_plan < 1.0 else 0.8))
+    from ...specs.provisioning import target_utilization as _target
+    u = _target(target_utilization if target_utilization is not None
+                else req.get("target_utilization"), "target_utilization")
     load = req.get("load_output_tokens_per_s")
     sustained = float(r["request_rate_per_s"])
     rate = (load / osl) if load is not None else sustained * u * _RATE_GUARD
@@ -159,7 +162,8 @@ def config_toml(result: PlanResult, hardware: str | None = None, *, price: str |
         "",
         f"name = {_toml_value('plan-' + str(r['hardware']).lower())}",
         f"description = {_toml_value(desc)}",
-        *([f"engine = {_toml_value(str(req['engine']))}"] if req.get("engine") else []),
+        *([f"engine = {_toml_value(str(r.get('engine') or req['engine']))}"]
+          if (r.get("engine") or req.get("engine")) else []),
         "",
         "[model]",
         f"name = {_toml_value(m.name)}",

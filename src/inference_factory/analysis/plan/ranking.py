@@ -15,17 +15,24 @@ OBJECTIVES: dict[str, str] = {"usd_per_mtok_output_all_in": "min",
                               "tokens_per_s_per_user": "max"}
 
 
-def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int) -> None:
+def _size_for_load(cand: pd.DataFrame, load: float, isl: int, osl: int,
+                   target_utilization: float = 1.0) -> None:
+    """GPUs each candidate needs for ``load`` output tokens/s at the target utilisation
+    (the provisioning rule ``simulate`` applies: whole instances, busy ``u`` of the time),
+    and ``load_share_frac``: the share of the load the candidate's own GPUs serve at it."""
     agg = cand["mode"] == "aggregated"
+    u = target_utilization
     dec = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
-        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+        "decode_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"], target_utilization=u)
     pre = gpus_for_load(tokens_per_s=load * isl / osl, tokens_per_s_per_gpu=cand[
-        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"])
+        "prefill_tokens_per_s_per_gpu"], instance_gpus=cand["prefill_gpus"],
+        target_utilization=u)
     whole = gpus_for_load(tokens_per_s=load, tokens_per_s_per_gpu=cand[
-        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"])
+        "output_tokens_per_s_per_gpu"], instance_gpus=cand["decode_gpus"], target_utilization=u)
     cand["gpus_for_load"] = np.where(agg, whole, dec + pre)
     cand["decode_gpus_for_load"] = np.where(agg, np.nan, dec)
     cand["prefill_gpus_for_load"] = np.where(agg, np.nan, pre)
+    cand["load_share_frac"] = u * cand["output_tokens_per_s"].astype(float) / load
 
 
 def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
@@ -44,7 +51,7 @@ def _rank(cand: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 #: Columns of a recommendation, in order.
 RECOMMENDATION_COLUMNS = (
-    "hardware", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
+    "hardware", "engine", "engine_version", "engine_label", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
     "instances", "decode_instances", "prefill_instances", "decode_gpus", "prefill_gpus", "gpus",
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
@@ -55,7 +62,8 @@ RECOMMENDATION_COLUMNS = (
     "prefill_tokens_per_s_per_gpu",
     "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
     "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
-    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "reason",
+    "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "load_share_frac",
+    "reason",
     "precision_note")
 
 

@@ -106,8 +106,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     """A precision profile on one device, as engine arguments, and a note.
 
     The base (``native`` or ``low``) is the factory's lever (:func:`lever_precisions`): it
-    maps a format the device has no tensor cores for to the next one up (MXFP4 weights on
-    H200 computed in FP8), and the note says so. The parts the user named are kept as named
+    keeps the checkpoint's format where the device runs it, weight-only where it has no
+    tensor cores for it (MXFP4 experts on H200 stored in FP4 and computed at BF16, as
+    ``bench`` runs them), else maps it to the next one up, and the note says so. The parts the user named are kept as named
     (a 4- or 8-bit weight format without its tensor cores runs weight-only, stored in the
     format and computed at 16 bits, and the note says so);
     where the device cannot run one, the profile is refused on that device (None) and the
@@ -127,8 +128,9 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
     from ...engine import compute_precision
     for key, native, what in natives:
         if key not in named and native not in hw.dense_flop_per_s:
-            notes.append(f"{m.name}'s {native} {what} computed at {precs[key]} on {hw.name} "
-                         f"(no {native} tensor cores)")
+            notes.append(f"{m.name}'s {native} {what} stored in {precs[key]} and computed at "
+                         f"{compute_precision(hw, precs[key])} on {hw.name} (no {native} "
+                         "tensor cores)")
         elif key in named and named[key] not in hw.dense_flop_per_s \
                 and compute_precision(hw, named[key]) is not None:
             notes.append(f"{what} stored in {named[key]} and computed at "
@@ -136,8 +138,10 @@ def profile_precisions(m: ModelSpec, hw: HardwareSpec, prof: PrecisionProfile
                          f"{named[key]} tensor cores)")
     if prof.base == "low" and m.is_moe and "moe_precision" not in named \
             and "fp4" not in hw.dense_flop_per_s:
-        notes.append(f"low on {hw.name}: experts stay at {precs['moe_precision']} "
-                     "(no fp4 tensor cores)")
+        kept, comp = precs["moe_precision"], compute_precision(hw, precs["moe_precision"])
+        notes.append(f"low on {hw.name}: experts stay at {kept}"
+                     + (f", computed at {comp}" if comp != kept else "")
+                     + " (no fp4 tensor cores)")
     try:
         validate_struct(m, hw, {**STRUCT_AXES, **precs}, load_realism())
     except SpecError as exc:     # the engine's reason, without its file path and advice
@@ -210,7 +214,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
          batch_size: Sequence[int] = DEFAULT_BATCHES, draft_depth: Sequence[int] | None = None,
          prefill_batch_size: Sequence[int] = DEFAULT_PREFILL_BATCHES,
          min_gpus: int = 1, uncertainty: Any = None, engine: Any = None,
-         **kwargs: Any) -> PlanResult:
+         target_utilization: float | None = None, **kwargs: Any) -> PlanResult:
     """Recommend one deployment per hardware type for a GPU budget and latency targets.
 
     Parameters
@@ -235,7 +239,12 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     objective : str
         One of :data:`OBJECTIVES` (default: lowest all-in $/M output tokens).
     load_output_tokens_per_s : float, optional
-        A load to size for: adds ``gpus_for_load`` (and per pool for P/D).
+        A load to size for: adds ``gpus_for_load`` (and per pool for P/D) at
+        ``target_utilization``, and ``load_share_frac``: the share of the load the
+        recommendation's own GPUs serve at it.
+    target_utilization : float, optional
+        Busy share of the GPUs a fleet is sized for (default ``configs/provisioning.toml``:
+        the rule ``simulate`` applies, so an emitted config simulates to the same counts).
     modes : "aggregated" and/or "disaggregated"
     shapes : list of {"tp", "dp", "ep"}, optional
         Instance shapes to try (default :func:`candidate_shapes` within the budget).
@@ -296,8 +305,15 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
               "dispatch_precision", "acceptance_by_position"):
         if k in kwargs:
             raise SpecError(f"plan: {k} is searched (or set from isl/osl); do not fix it")
-    from ...specs.engines import resolve_serving_engine
-    eng = resolve_serving_engine(engine, "engine")
+    from ...specs.provisioning import target_utilization as _target
+    util = _target(target_utilization, "target_utilization")
+    from ...specs.engines import engines_for_plan, resolve_serving_engine
+    from .engines import add_launch, engine_candidates
+    names = None if engine is None else (
+        [engine] if isinstance(engine, str) or not isinstance(engine, (list, tuple))
+        else list(engine))
+    for n in names or []:
+        resolve_serving_engine(n, "engine")      # an unknown name: one line
     m = load_model(model)
     m.check_context(isl, osl)
     hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple))
@@ -325,13 +341,23 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 final_len=grid["final_len"])
     rows: list[pd.DataFrame] = []
     notes: dict[str, list[str]] = {}
+    used: dict[tuple[str, str], Any] = {}
     for hw in hws:
+        engines = engines_for_plan(names, hw.name)
+        if not engines:
+            notes[hw.name] = [f"no engine {'named ' if names else ''}runs on {hw.name}"]
+            continue
+        used.update({(hw.name, e.name): e for e in engines})
         hw_shapes = [dict(s) for s in shapes] if shapes is not None else \
             candidate_shapes(m, hw, max_instance_gpus)
         hw_shapes = [s for s in hw_shapes
                      if min_gpus <= s.get("tp", 1) * s.get("dp", 1) <= max_instance_gpus]
         rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
         runs, notes[hw.name] = _profiles(m, hw, profiles)
+        if names is None:       # shapes no engine runs here are not costed at all
+            hw_shapes = [s for s in hw_shapes if any(
+                not e.refusal(mode=e.supports.modes[0], tp=s.get("tp", 1), dp=s.get("dp", 1),
+                              ep=s.get("ep", 1)) for e in engines)]
         for prof in runs:
             precs = {k: v for k, v in prof.items() if k.endswith("_precision")
                      and k != "low_precision"}
@@ -341,9 +367,11 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                 res = _shape_grid(m, hw, shape, precs, ovs, axes, engine_kw, rates, cost)
                 if res is not None:  # None: a shape the engine refuses (too many experts...)
                     per_shape.append((shape, res))
-            rows += _candidates(m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpus, modes,
-                                rates=rates, utilization=cost.utilization,
-                                serving_engine=eng)
+            for eng in engines:        # each engine keeps what it runs on this device
+                rows += engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s,
+                                          tpot_s, gpus, modes, rates=rates,
+                                          utilization=cost.utilization,
+                                          notes=notes[hw.name])
     if not rows:
         why = "; ".join(n for ns in notes.values() for n in ns if "refused" in n)
         if why and not any(_profiles(m, hw, profiles)[0] for hw in hws):
@@ -354,10 +382,11 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                         f"{m.name} on {', '.join(h.name for h in hws)}")
     cand = pd.concat(rows, ignore_index=True)
     if load_output_tokens_per_s is not None:
-        _size_for_load(cand, load_output_tokens_per_s, isl, osl)
+        _size_for_load(cand, load_output_tokens_per_s, isl, osl, util)
     cand = _rank(cand, objective)
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
+    recs = add_launch(recs, m, used)
     if uncertainty is not None and uncertainty is not False:
         from .bands import add_bands
         if kwargs.get("ideal"):
@@ -369,7 +398,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                          engine_kw={k: v for k, v in engine_kw.items()
                                     if k not in ("realism", "ideal")},
                          free_acceptance="acceptance_rate" not in kwargs,
-                         realism=kwargs.get("realism"), serving_engine=eng)
+                         realism=kwargs.get("realism"), serving_engine=used)
     front = _front(cand)
     request = dict(model=m.name, hardware=[h.name for h in hws], gpus=gpus, min_gpus=min_gpus,
                    max_instance_gpus=max_instance_gpus,
@@ -377,12 +406,15 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
                    isl=isl, osl=osl, ttft_s=ttft_s, tpot_s=tpot_s,
                    price=pr.id if pr is not None else None, cost_basis=cost.cost_basis,
                    objective=objective, load_output_tokens_per_s=load_output_tokens_per_s,
-                   modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
+                   target_utilization=util, modes=list(modes), engine_options={k: v for k, v in kwargs.items()},
                    precision=[p.label() for p in profiles],
                    precision_notes={h: n for h, n in notes.items() if n},
                    uncertainty=(None if uncertainty is None or uncertainty is False else
                                 "components" if uncertainty == "components" else "full"),
-                   cost=dataclasses.asdict(cost), engine=eng.name)
+                   cost=dataclasses.asdict(cost),
+                   engine=(",".join(sorted({e for _, e in used})) if names is None
+                           else ",".join(str(getattr(n, "name", n)) for n in names)),
+                   engines={f"{h} {e}": used[(h, e)].label() for h, e in sorted(used)})
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})
     return PlanResult(recommendations=recs, candidates=cand, front=front, request=request)

@@ -18,8 +18,15 @@ Per layer and sequence (``kernels.compressed_attention``):
 
 The per-layer ratios are the model file's ``[[layers]]`` groups (``params.compress_ratio``),
 from the config's ``compress_ratios``. Costed on the roofline with the decode-attention
-efficiencies; aiconfigurator's measured V4 tables time whole attention modules (projections
-+ compressor + indexer + kernel), not this split. Sources: see
+efficiencies where no table times the module. Where the device's measured tables do
+(aiconfigurator's V4 tables time one layer's whole ``self_attn``: projections, norms, RoPE,
+cache store, compressor, indexer and top-k, FlashMLA; :mod:`..table_families_v4`), the split
+is costed as that module instead: two operations, ``module_in`` (the projections from the
+hidden state, stage attn0) and ``module_out`` (the rest, attn1), each its own pure roofline
+times the module's measured-over-roofline ratio, with the FLOPs and bytes of the split
+operations they stand for; the small kernels the module times
+(configs/realism.toml [other_kernels] ``compressed_in_module`` and the attention's
+activation quantisation) leave the layer's other kernels. Sources: see
 :mod:`inference_factory.kernels.compressed_attention`.
 """
 
@@ -28,8 +35,10 @@ from __future__ import annotations
 from ...errors import SpecError
 from ...kernels import compressed_attention as kca
 from ...kernels import memory as kmem
-from ..op import Op, gemm
+from ..op import (Op, attention_mode, gemm, gemm_dtype, has_curve, prefill_roofline_fn,
+                  quantization_kernels, roofline_key)
 from ..precision import compute_precision
+from ..table_families_v4 import module_roofline_s
 from .base import AttentionKind, Memory, param
 
 
@@ -99,9 +108,9 @@ class Compressed(AttentionKind):
         """Output width of the projections from the hidden state every TP rank holds whole:
         the query latent, the KV head, the compressors (and the indexer's, and its head
         weights)."""
-        c = 2 if p["indexer"] else 1
-        return (m.q_lora_rank + m.head_dim_qk + (2 * c * m.head_dim_qk if p["ratio"] else 0)
-                + (4 * p["ihd"] + p["inh"] if p["indexer"] else 0))
+        return kca.down_projection_width(q_lora_rank=m.q_lora_rank, head_dim=m.head_dim_qk,
+                                         ratio=p["ratio"], has_indexer=p["indexer"],
+                                         index_n_heads=p["inh"], index_head_dim=p["ihd"])
 
     def replicated_weight_bytes(self, m, at, *, n_layers, tp, bytes_per_param):
         if tp <= 1:
@@ -173,7 +182,52 @@ class Compressed(AttentionKind):
         ops.append(gemm(g, "o_a", "attn1", n, T, og * q["olr"], m.n_q_heads * hd / q["og"],
                         "bf16"))
         ops.append(gemm(g, "o_b", "attn1", n, T, h, og * q["olr"], wp))
-        return ops
+        return self._module(g, p, q, ops, n)
+
+    def _module(self, g, p, q, split, n):
+        """``split`` as the measured module (``module_in``, ``module_out``) where the device's
+        tables time this module at the model's ratio, projection format, KV format, width and
+        rank-local heads; else ``split``."""
+        m, hw = g.m, g.hw
+        fam = f"compressed_module_{p.phase}"
+        dtype = gemm_dtype(m.quant_format(g.wprec), hw)
+        keys = {"compress_ratio": q["ratio"], "gemm_type": dtype, "kv_dtype": g.kvprec}
+        near = {"hidden_size": m.hidden_size, "num_heads": m.n_q_heads / g.tp}
+        if not has_curve(g, fam, keys, near):
+            return split
+        dims = dict(phase=p.phase, gemm_dtype=dtype, kv_fp8=True, ratio=q["ratio"],
+                    indexer=q["indexer"], hidden=m.hidden_size, n_heads=m.n_q_heads,
+                    heads=m.n_q_heads / g.tp, head_dim=m.head_dim_qk,
+                    rope_head_dim=m.qk_rope_head_dim, q_lora=m.q_lora_rank, o_lora=q["olr"],
+                    o_groups=q["og"], index_heads=q["inh"], index_dim=q["ihd"],
+                    topk=q["topk"], window=q["window"], attention_precision=g.aprec)
+        name = tuple(sorted(dims.items()))
+        out = []
+        for part, stage in (("in", "attn0"), ("out", "attn1")):
+            members = [o for o in split if o.stage == stage]
+            if p.phase == "decode":
+                coords = (p.seqs, p.kv_len)
+                pure = (lambda b_, L_, part=part: module_roofline_s(
+                    hw, **dims, batch=b_, new_tokens=p.new_tokens, kv_len=L_, part=part))
+                key = roofline_key(hw, fam, part, name, per_point=(p.new_tokens,))
+                mode = attention_mode(p.new_tokens)
+            else:
+                coords = (p.seqs, p.new_tokens + p.cached_tokens)
+                pure = prefill_roofline_fn(
+                    lambda b_, n_, c_, part=part: module_roofline_s(
+                        hw, **dims, batch=b_, new_tokens=n_, cached_tokens=c_, part=part),
+                    (), p.new_tokens, p.cached_tokens)
+                key = roofline_key(hw, fam, part, name,
+                                   per_point=(p.new_tokens, p.cached_tokens))
+                mode = attention_mode(p.new_tokens / (p.new_tokens + p.cached_tokens))
+            out.append(Op(
+                f"module_{part}", "compute", stage, n, flop=sum(o.flop for o in members),
+                hbm_bytes=sum(o.hbm_bytes for o in members), precision=members[0].precision,
+                m_tokens=p.tokens, family=fam, keys=keys, nearest=near, coords=coords,
+                pure_fn=pure, pure_key=key, roof_mode=mode,
+                covers_kernels=(g.rl.other_kernels["compressed_in_module"]
+                                + quantization_kernels(g, 2)) if part == "out" else 0.0))
+        return out
 
 
 KIND = Compressed()

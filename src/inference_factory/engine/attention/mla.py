@@ -28,6 +28,8 @@ from .base import AttentionKind, Memory
 class MLA(AttentionKind):
     name = "mla"
     other_kernels_key = "mla"
+    param_keys = {"output_gate": "a sigmoid gate h -> heads x v_head_dim on the attention "
+                                 "output (mla_use_output_gate)"}
 
     def check(self, m, at):
         # a key the file leaves out reads as 0 (ModelSpec), refused here by value
@@ -48,7 +50,8 @@ class MLA(AttentionKind):
         return kparams.mla_attention_params(
             hidden_size=m.hidden_size, n_q_heads=m.n_q_heads, q_lora_rank=m.q_lora_rank,
             kv_lora_rank=m.kv_lora_rank, qk_nope_head_dim=m.qk_nope_head_dim,
-            qk_rope_head_dim=m.qk_rope_head_dim, v_head_dim=m.head_dim_v)
+            qk_rope_head_dim=m.qk_rope_head_dim, v_head_dim=m.head_dim_v,
+            output_gate=bool(at.get("output_gate", False)))
 
     def memory(self, m, kv_precision, at):
         if at.window:
@@ -126,6 +129,8 @@ class MLA(AttentionKind):
                           pure_key=roofline_key(hw, "mla_prefill", kv_dtype, heads, M.mla_dims(m),
                                                 per_point=(new_tokens, cached_tokens)),
                           roof_mode=attention_mode(new_tokens / (new_tokens + cached_tokens))))
+        if at.get("output_gate", False):     # its columns split by heads, like o_proj's rows
+            ops.append(gemm(g, "gate", "attn1", n_layers, T, heads * m.head_dim_v, h, wp))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, h, heads * m.head_dim_v, wp))
         return ops
 

@@ -1,0 +1,77 @@
+"""``inference-factory bench --trace``: the session replay (thin: call
+:func:`inference_factory.analysis.bench.replay.bench_trace`, print, plot, compare)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import SpecError
+from ..output.tables import render
+
+#: Columns of the human table.
+COLUMNS = ("concurrency", "total_tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu",
+           "cached_input_tokens_per_s_per_gpu", "prefix_hit_rate", "prefix_hit_rate_hbm",
+           "prefix_hit_rate_dram", "prefix_hit_rate_nvme", "time_to_first_token_p50_ms",
+           "time_to_first_token_p90_ms", "inter_token_latency_p50_ms",
+           "request_latency_p50_ms", "request_latency_p90_ms", "request_latency_p99_ms",
+           "e2e_normalized_interactivity_p90", "kv_peak_occupancy_hbm",
+           "kv_peak_occupancy_dram", "requests_in_flight", "revenue_usd_per_gpu_hour",
+           "cost_usd_per_mtok_output")
+#: The per-tier attribution: label -> (prefix cache on, --kv-offload)
+SCENARIOS = (("no cache", False, None), ("HBM", True, None), ("HBM+DRAM", True, "dram"),
+             ("HBM+DRAM+NVMe", True, "dram+nvme"))
+ATTRIBUTION = ("concurrency", "total_tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu",
+               "prefix_hit_rate", "e2e_normalized_interactivity_p90",
+               "revenue_usd_per_gpu_hour", "cost_usd_per_mtok_output",
+               "cost_usd_per_mtok_total")
+
+
+def run_trace(*, trace, kv_offload, attribution, cached_input_fraction, kw, fmt, plot_path,
+              output, compare_paths, num_gpus) -> None:
+    from ..analysis.bench.replay import bench_trace
+    import pandas as pd
+
+    if kw.get("prefill_pool") is not None:
+        raise SpecError("--trace replays an aggregated deployment; give --parallelism "
+                        "(--prefill-pool/--decode-pool are not replayed yet)")
+    kw = {k: v for k, v in kw.items() if k != "prefill_pool"}
+    runs = ([(label, dict(prefix_cache=on, kv_offload=off)) for label, on, off in SCENARIOS]
+            if attribution else [(kv_offload or "HBM", dict(kv_offload=kv_offload))])
+    results = [(label, bench_trace(trace=trace, cached_input_fraction=cached_input_fraction,
+                                   **kw, **opts)) for label, opts in runs]
+    a = results[-1][1]["attrs"]
+    head = (f"{a['model']} on {a['hardware']} {a['deployment']}, trace {a['trace']} "
+            f"({a['sessions']} sessions, {a['turns']} turns), engine {a['engine']}")
+    if fmt == "json":
+        from ..output.files import json_text
+        text = json_text({label: r for label, r in results} if attribution else results[0][1])
+    elif attribution:
+        rows = [{"tiers": label, **{k: p[k] for k in ATTRIBUTION}}
+                for label, r in results for p in r["points"]]
+        text = render(pd.DataFrame(rows), fmt if fmt != "table" else "table",
+                      header=head + " -- per-tier attribution")
+    else:
+        df = pd.DataFrame(results[0][1]["points"])
+        text = render(df if fmt == "csv" else df[[c for c in COLUMNS if c in df]], fmt,
+                      header=head + f", KV offload {a['kv_offload']}")
+    if compare_paths:
+        from ..analysis.bench.results import compare_results, read_bench_results
+        measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
+        pts = pd.DataFrame(results[-1][1]["points"])
+        pred = pd.DataFrame({"max_concurrency": pts["concurrency"],
+                             "total_token_throughput_per_gpu": pts["total_tokens_per_s_per_gpu"],
+                             "output_throughput": pts["output_token_throughput"],
+                             "median_ttft_ms": pts["time_to_first_token_p50_ms"],
+                             "median_tpot_ms": pts["inter_token_latency_p50_ms"]})
+        text += "\n\n" + render(compare_results(pred, measured), fmt if fmt != "json"
+                                else "csv", header="predicted vs measured")
+    if output is not None:
+        from ..output.files import write_text_atomic
+        write_text_atomic(output, text + "\n")
+    click.echo(text)
+    if plot_path is not None:
+        from ..output.agentic_plot import plot_agentic
+        plot_agentic([(label, r["points"]) for label, r in results], plot_path, title=head)
+        if fmt in ("table", "markdown"):
+            click.echo(f"wrote {plot_path}: tokens/s/GPU vs E2E normalized interactivity, "
+                       "prefix hit rate vs concurrency")

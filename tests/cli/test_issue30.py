@@ -1,0 +1,166 @@
+"""Issue 30, "what the user reads is what the model computed", on the command line: one
+provisioning rule for plan and simulate, tables within 100 columns, errors that help, nothing
+wrong accepted and nothing lost.
+
+Reference values: the program's own counts on both sides of one rule (plan --load and simulate
+size with kernels.serving at the same target utilisation, so the GPU counts must be equal, not
+close); widths and messages are properties of the output, checked directly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from click.testing import CliRunner
+
+from inference_factory.cli import cli
+
+from tests.cli_helpers import fails, ok
+
+
+def run(*args: str, **env):
+    return CliRunner(env=env or None).invoke(cli, list(args), prog_name="inference-factory")
+
+
+# ---- one provisioning rule -----------------------------------------------------------------
+
+def test_plan_load_and_simulate_of_its_config_give_the_same_gpu_counts(tmp_path):
+    cfg = tmp_path / "plan.toml"
+    out = json.loads(ok(run("plan", "-m", "DeepSeek-V3", "-H", "B200", "--gpus", "64",
+                            "--tpot", "50ms", "--ttft", "2s", "--load", "1000000",
+                            "--emit-config", str(cfg), "--json")))
+    r = out["recommendations"][0]
+    assert out["request"]["target_utilization"] == 0.8      # configs/provisioning.toml
+    sim = json.loads(ok(run("simulate", "--config", str(cfg), "--json")))["scenario"]
+    assert sim["gpus_peak"] == r["gpus_for_load"]
+    assert sim["decode_gpus_avg"] == r["decode_gpus_for_load"]
+    assert sim["prefill_gpus_avg"] == r["prefill_gpus_for_load"]
+    # the share of the load the 64-GPU recommendation serves, at the same utilisation
+    assert r["load_share_frac"] == 0.8 * r["output_tokens_per_s"] / 1e6
+    assert "target_utilization = 0.8" in cfg.read_text()
+    # one option in both, the same rule: a lower utilisation provisions more GPUs on both
+    # sides, and the table says what share of the load the budget serves
+    text = ok(run("plan", "-m", "DeepSeek-V3", "-H", "B200", "--gpus", "64", "--tpot", "50ms",
+                  "--ttft", "2s", "--load", "1000000", "--target-utilization", "0.5"))
+    line = " ".join(text[text.index("\n--load"):].split())      # the note, unwrapped
+    assert "at 50% target utilisation: the --gpus 64 budget serves B200" in line
+    gpus5 = float(line.split("B200 ")[1].split("(")[1].split(" GPUs")[0].replace(",", ""))
+    sim5 = json.loads(ok(run("simulate", "--config", str(cfg), "--target-utilization", "0.5",
+                             "--json")))["scenario"]
+    assert gpus5 > r["gpus_for_load"] and sim5["gpus_peak"] == gpus5
+    assert "--target-utilization" in fails(run("simulate", "--config", str(cfg),
+                                               "--target-utilization", "0"))
+
+
+# ---- tables a person reads -------------------------------------------------------------------
+
+def _widest(text: str) -> int:
+    return max(len(s) for s in text.splitlines())
+
+
+def test_every_default_table_fits_100_columns_with_human_headers(tmp_path):
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({
+        "model_id": "meta-llama/Llama-3.1-70B", "max_concurrency": 4, "duration": 100.0,
+        "completed": 40, "output_throughput": 102.4, "total_token_throughput": 512.0,
+        "median_ttft_ms": 150.0, "median_tpot_ms": 11.0, "num_gpus": "8", "isl": "8192"}))
+    bench = ["bench", "-m", "Llama-3.1-70B", "-H", "H100-SXM", "-p", "tp=8",
+             "--weight-precision", "fp8", "--osl", "256"]
+    tables = {
+        "bench": ok(run(*bench, "-c", "1,64,512", COLUMNS="100")),
+        "bench --compare": ok(run(*bench, "--compare", str(result), COLUMNS="100")),
+        "plan": ok(run("plan", "-m", "DeepSeek-V3", "-H", "H200,B200,MI355X", "--gpus", "16",
+                       "--tpot", "50ms", "--load", "100000", COLUMNS="100")),
+        "hardware list": ok(run("hardware", "list", COLUMNS="100")),
+        "models list": ok(run("models", "list", COLUMNS="100")),
+    }
+    for name, text in tables.items():
+        assert _widest(text) <= 100, (name, _widest(text))
+        assert "_per_" not in text and "_ms " not in text, name     # no snake_case headers
+    assert "TTFT ms" in tables["bench"] and "tok/s/GPU" in tables["bench"]
+    assert "$/M out all-in" in tables["plan"] and "on measured tables %" in tables["plan"]
+    # --wide shows every column; the machine formats keep the library's names
+    wide = ok(run(*bench, "-c", "1", "--wide", COLUMNS="100"))
+    assert "prefill_binding_resource" in wide and _widest(wide) > 100
+    assert "total_token_throughput_per_gpu" in ok(run(*bench, "-c", "1", "--format", "csv"))
+
+
+# ---- errors that help ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "-m", "Lama-3.1-70B"], "unknown model 'Lama-3.1-70B'; did you mean 'Llama-3.1-70B'?"),
+    (["bench", "-m", "deepseekv3"], "did you mean 'DeepSeek-V3'?"),
+    (["bench", "-H", "b20"], "unknown hardware 'b20'; did you mean 'B200'?"),
+    (["bench", "--engine", "sglang-0.5.5x"], "did you mean 'sglang-0.5.6'?"),
+    (["plan", "-m", "Llama-3.1-8B", "-H", "H100", "--gpus", "1", "--price-basis", "rental-3y"],
+     "did you mean 'rental-3yr'?"),
+    (["bench", "-p", "tpp=8"], "unknown axis 'tpp'; did you mean 'tp'?"),
+    (["bench", "--isl", "1kk"], "--isl '1kk': expected a token count such as 1024, 1k or 8k"),
+    (["plan", "--osl", "0"], "--osl '0': a token count is a whole number in [1,"),
+    (["bench", "--osl", "1.2k"], "1228.8 tokens is not a whole number"),
+])
+def test_errors_name_the_option_the_value_and_the_nearest_allowed(args, message):
+    assert message in fails(run(*args))
+
+
+def test_lengths_read_1k_and_8k_and_option_keys_any_case():
+    out = json.loads(ok(run("bench", "-m", "Llama-3.1-8B", "-H", "H100", "--isl", "8k",
+                            "--osl", "1k", "-p", "TP=1", "-c", "1", "--json")))
+    assert (out["attrs"]["isl"], out["attrs"]["osl"]) == (8192, 1024)      # k = 1024 tokens
+    assert out["attrs"]["deployment"] == "tp1"
+
+
+# ---- every answer states its footing ---------------------------------------------------------
+
+def test_bench_states_its_footing_precisions_and_engine():
+    args = ["bench", "-m", "DeepSeek-V3", "-H", "H200", "-p", "dp=8,ep=8", "--moe-precision",
+            "fp4", "-c", "4,64", "--isl", "1k", "--osl", "256"]
+    text = ok(run(*args))
+    assert "footing: " in text and "% of GPU time on measured tables at concurrency 64" in text
+    assert "experts stored in fp4 and computed at" in text and "weight-only" in text
+    assert "engine: sglang-0.5.6 (" in text
+    a = json.loads(ok(run(*args, "--json")))["attrs"]
+    assert a["footing"] in ("measured", "partly measured", "extrapolated")
+    assert 0 < a["measured_share"] <= 1 and a["footing_concurrency"] == 64
+    assert (a["moe_precision"], a["kv_precision"], a["precision"]) == ("fp4", "bf16", "fp4")
+
+
+def test_bench_preset_inferencex_sets_the_benchmarks_defaults():
+    base = ["bench", "-m", "Llama-3.1-8B", "-c", "4", "--osl", "128", "--json"]
+    a = json.loads(ok(run(*base, "-H", "H100", "--preset", "inferencex")))["attrs"]
+    assert (a["range_ratio"], a["kv_precision"]) == (0.8, "fp8")   # configs/bench_presets.toml
+    a = json.loads(ok(run(*base, "-H", "H100", "--preset", "inferencex", "--range-ratio", "1",
+                          "--kv-precision", "bf16")))["attrs"]
+    assert (a["range_ratio"], a["kv_precision"]) == (1.0, "bf16")  # what the user gives wins
+    a = json.loads(ok(run(*base, "-H", "A100", "--preset", "inferencex")))["attrs"]
+    assert a["kv_precision"] == "bf16"                               # no FP8 on A100
+    assert "did you mean 'inferencex'?" in fails(run(*base, "--preset", "inferenceX2"))
+
+
+# ---- nothing wrong accepted, nothing lost ----------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--acceptance-rate", "nan"], "'--acceptance-rate': 'nan' is not a finite number"),
+    (["bench", "--range-ratio", "inf"], "--range-ratio"),
+    (["plan", "--rental-usd-per-gpu-hour", "inf"], "'inf' is not a finite number"),
+    (["plan", "--capex-usd-per-gpu", "nan"], "'nan' is not a finite number"),
+    (["plan", "--load", "nan"], "--load"),
+    (["bench", "-o", ""], "--output '': give a file name"),
+    (["plan", "-o", ""], "--output '': give a file name"),
+])
+def test_non_finite_numbers_and_empty_names_are_refused(args, message):
+    assert message in fails(run(*args))
+
+
+def test_plan_never_overwrites_an_emitted_config_without_force_and_writes_all_or_nothing(
+        tmp_path):
+    cfg, out = tmp_path / "plan.toml", tmp_path / "plan.json"
+    cfg.write_text("# the user's own file\n")
+    args = ["plan", "-m", "Llama-3.1-8B", "-H", "H100", "--gpus", "1", "-a", "batch_size=8",
+            "--price", "llama-3.1-8b-together-2025-08", "--emit-config", str(cfg), "-o", str(out)]
+    line = fails(run(*args))
+    assert "--emit-config" in line and "--force" in line
+    assert cfg.read_text() == "# the user's own file\n" and not out.exists()    # nothing written
+    ok(run(*args, "--force"))
+    assert "[decode]" in cfg.read_text() and out.exists()
