@@ -62,6 +62,10 @@ class Realism:
     quantization_timed_with_gemm: tuple[str, ...] = ()
     #: all-reduce backends whose TP all-reduce runs fused with the residual add and RMSNorm
     fused_allreduce_backends: tuple[str, ...] = ()
+    #: measured attention families whose rows time the KV-cache write, and the backends
+    #: (collectors) that do
+    kv_write_timed_in: tuple[str, ...] = ()
+    kv_write_timed_by: tuple[str, ...] = ()
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -225,9 +229,11 @@ def _parse_realism(p: Path) -> Realism:
         memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
         measured=f.measured.enabled,
         other_kernels={k: float(v) for k, v in ok.model_dump().items()
-                       if k not in ("quantization_timed_with_gemm", "fused_allreduce_backends")},
+                       if not isinstance(v, list)},
         quantization_timed_with_gemm=tuple(ok.quantization_timed_with_gemm),
         fused_allreduce_backends=tuple(ok.fused_allreduce_backends),
+        kv_write_timed_in=tuple(ok.kv_write_timed_in),
+        kv_write_timed_by=tuple(ok.kv_write_timed_by),
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),
