@@ -144,10 +144,13 @@ def test_plan_runs_its_closed_loop_on_the_chosen_engine():
     assert (ideal["ttft_s"] < base["ttft_s"]).all()
     assert (ideal["concurrency"] < base["concurrency"]).all()
     kw.update(gpus=2, batch_size=(32,))
-    d0 = plan("Llama-3.1-8B", "H100-SXM", modes=("disaggregated",), engine="sglang",
+    # on B200, where SGLang's profile fuses the all-reduce with the norms as the device's
+    # table says (on H100 it does not: its kernels, hence its steps, differ from ideal's)
+    d0 = plan("Llama-3.1-8B", "B200", modes=("disaggregated",), engine="sglang",
               **kw).candidates
-    d1 = plan("Llama-3.1-8B", "H100-SXM", modes=("disaggregated",), engine="ideal",
+    d1 = plan("Llama-3.1-8B", "B200", modes=("disaggregated",), engine="ideal",
               **kw).candidates
+    assert len(d0)
     named = ["engine", "engine_version", "engine_label"]
     assert d0.drop(columns=named).equals(d1.drop(columns=named))
 

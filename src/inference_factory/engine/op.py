@@ -129,6 +129,18 @@ def quantization_kernels(g: Geom, groups: float) -> float:
     return quant * g.rl.other_kernels["per_quantized_gemm_group"] * groups
 
 
+def kv_write_covered(g: Geom, family: str, keys: dict, nearest: dict) -> float:
+    """KV-cache write kernels per call an attention op of ``family`` times: the realism's
+    ``kv_write`` where the device's table costs the op at these keys and every row of the
+    family comes from a collector that times the write with the attention
+    (configs/realism.toml [other_kernels] kv_write_timed_in, kv_write_timed_by); else 0."""
+    rl = g.rl
+    if family not in rl.kv_write_timed_in or not has_curve(g, family, keys, nearest):
+        return 0.0
+    names = M.tables_for(g.hw).backends(family)
+    return rl.other_kernels["kv_write"] if names and names <= set(rl.kv_write_timed_by) else 0.0
+
+
 def attention_mode(per_point_parameter) -> str:
     """Attention rooflines are linear in the sequences; they depend on the coordinates only
     where their other parameter (draft tokens, the new share of a prompt) is one number."""

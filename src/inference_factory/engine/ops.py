@@ -187,12 +187,15 @@ def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:
     """Small kernels per layer between the GEMMs (norms, RoPE, KV write, activation,
     activation quantisation, router top-k), from ``configs/realism.toml`` [other_kernels]:
     no quantisation kernels where the device's measured GEMMs time them, and the two
-    RMSNorms inside the fused TP all-reduce where a pass of ``tokens`` per rank takes it."""
+    RMSNorms inside the fused TP all-reduce where a pass of ``tokens`` per rank takes it
+    (where the engine fuses: realism ``fused_allreduce_norm``, from its profile, else where
+    the device's all-reduce table holds a fusing engine's kernel)."""
     ok = g.rl.other_kernels
     per_layer = architecture(g.m).other_kernels_per_layer(ok, L.attention)
     tabs = M.tables_for(g.hw) if g.rl.measured else None
-    fusing = tabs is not None and bool(
-        tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends))
+    # the serving engine's profile where a command names one, else the device's table
+    fusing = g.rl.fused_allreduce_norm if g.rl.fused_allreduce_norm is not None else (
+        tabs is not None and bool(tabs.backends("allreduce") & set(g.rl.fused_allreduce_backends)))
     if fusing and tokens is not None and g.tp > 1 and g.dp == 1:
         fused = min(ok["norms_fused_into_allreduce"], per_layer)
         per_layer = np.where(tokens <= ok["fused_allreduce_max_tokens"], per_layer - fused,

@@ -109,7 +109,11 @@ class ServingEngine:
     source: str = ""
     flags: str = ""
     supports: Supports | None = None
+    #: whether it fuses the TP all-reduce with the residual add and RMSNorm on its device
+    #: (None: not stated; the engine then reads the device's all-reduce table)
+    fused_allreduce_norm: bool | None = None
     launch: Mapping[str, str] = field(default_factory=dict, compare=False)
+    fusion_by_device: Mapping[str, bool] = field(default_factory=dict, compare=False, repr=False)
     devices: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     base_supports: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -141,7 +145,10 @@ class ServingEngine:
         sup = {k: tuple(v) if isinstance(v, list) else v for k, v in sup.items()}
         sched = {k: v for k, v in merged.items()
                  if k in _SCHEDULING and v is not None}
+        by = self.fusion_by_device           # the device's, its `like` device's, the default
+        fused = next((by[k] for k in (hw, like, "default") if k and k in by), None)
         return dataclasses.replace(self, **sched, device=hw, settings_from=like or "",
+                                   fused_allreduce_norm=fused,
                                    source=entry["source"], flags=merged.get("flags") or "",
                                    supports=Supports(**sup))
 
@@ -341,11 +348,13 @@ def _parse(p: Path):
     for k, e in f.engines.items():
         d = e.model_dump()
         devices, sup, launch = d.pop("devices"), d.pop("supports"), d.pop("launch") or {}
+        fusion = d.pop("fused_allreduce_norm") or {}
         for hw, entry in devices.items():
             if entry.get("like") and entry["like"] not in devices:
                 raise SpecError(f"{p}: engines.{k}.devices.{hw}.like = {entry['like']!r} is "
                                 f"not a device of the profile; allowed: {sorted(devices)}")
         engines[k] = ServingEngine(name=k, path=str(p), devices=devices, launch=launch,
+                                   fusion_by_device=fusion,
                                    base_supports={a: b for a, b in sup.items() if b is not None},
                                    **d)
     names = {f.default} | {e.engine for e in engines.values()}

@@ -62,6 +62,14 @@ class Realism:
     quantization_timed_with_gemm: tuple[str, ...] = ()
     #: all-reduce backends whose TP all-reduce runs fused with the residual add and RMSNorm
     fused_allreduce_backends: tuple[str, ...] = ()
+    #: measured attention families whose rows time the KV-cache write, and the backends
+    #: (collectors) that do
+    kv_write_timed_in: tuple[str, ...] = ()
+    kv_write_timed_by: tuple[str, ...] = ()
+    #: whether the serving engine fuses the TP all-reduce with the residual add and RMSNorm
+    #: (its profile's ``fused_allreduce_norm``); None: as the device's all-reduce table says
+    #: (``fused_allreduce_backends``)
+    fused_allreduce_norm: bool | None = None
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -97,6 +105,18 @@ class Realism:
         key = tuple(sorted(set(terms)))
         if key not in self._variants:
             self._variants[key] = dataclasses.replace(self, **{t: False for t in terms})
+        return self._variants[key]
+
+    def for_engine(self, engine) -> "Realism":
+        """The constants as serving ``engine`` runs (a profile resolved for a device): its
+        all-reduce + norm fusion where the profile states one; the same object where it
+        does not (or nothing would change), one object per value otherwise."""
+        fused = getattr(engine, "fused_allreduce_norm", None)
+        if fused is None or fused == self.fused_allreduce_norm or self.is_ideal:
+            return self
+        key = ("fused_allreduce_norm", bool(fused))
+        if key not in self._variants:
+            self._variants[key] = dataclasses.replace(self, fused_allreduce_norm=bool(fused))
         return self._variants[key]
 
     # -- resolved rates (what the engine uses) -----------------------------------------------
@@ -225,9 +245,11 @@ def _parse_realism(p: Path) -> Realism:
         memory=f.memory.enabled, runtime_reserve_frac=float(f.memory.runtime_reserve_frac),
         measured=f.measured.enabled,
         other_kernels={k: float(v) for k, v in ok.model_dump().items()
-                       if k not in ("quantization_timed_with_gemm", "fused_allreduce_backends")},
+                       if not isinstance(v, list)},
         quantization_timed_with_gemm=tuple(ok.quantization_timed_with_gemm),
         fused_allreduce_backends=tuple(ok.fused_allreduce_backends),
+        kv_write_timed_in=tuple(ok.kv_write_timed_in),
+        kv_write_timed_by=tuple(ok.kv_write_timed_by),
         default_expert_skew=float(f.experts.default_skew),
         acceptance_decay_per_position=float(f.speculative.acceptance_decay_per_position),
         default_context_cv=float(f.dp_attention.default_context_cv),

@@ -118,6 +118,10 @@ class ServingEngineEntry(_Scheduling):
     search_by_default: bool = Field(True, description="plan searches it when no --engine is "
                                     "given")
     supports: SupportsEntry = Field(description="what it runs, unless a device says otherwise")
+    fused_allreduce_norm: Optional[dict[str, bool]] = Field(
+        None, description="whether it runs the TP all-reduce fused with the residual add and "
+        "RMSNorm, by device name ('default': any other device; a `like` device takes its "
+        "device's value); unset: as the device's all-reduce table says")
     devices: dict[str, DeviceEntry] = Field(min_length=1, description="the devices it runs on "
                                             "by hardware name ('*': any device)")
     launch: Optional[LaunchEntry] = None

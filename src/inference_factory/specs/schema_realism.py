@@ -86,6 +86,11 @@ class RealismOtherKernels(_Schema):
     elementwise_passes: _kernels("read+write passes over each token's hidden vector per layer")
     quantization_timed_with_gemm: names("GEMM-table backends whose rows time the activation "
                                         "quantisation with the GEMM")
+    kv_write: _kernels("KV-cache write kernels per attention block")
+    kv_write_timed_in: names("measured attention families whose collectors time the "
+                             "KV-cache write with the attention")
+    kv_write_timed_by: names("attention-table backends whose collectors time the KV-cache "
+                             "write with the attention")
     fused_allreduce_backends: names("all-reduce-table backends whose engines fuse the TP "
                                     "all-reduce with the residual add and RMSNorm")
     norms_fused_into_allreduce: _kernels("RMSNorm kernels per layer run inside the fused TP "

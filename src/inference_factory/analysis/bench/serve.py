@@ -86,6 +86,9 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     m, hw = load_model(model), load_hardware(hardware)
     # the engine's profile on this device (an engine without settings for it: one line)
     eng = resolve_serving_engine(engine, "engine", hardware=hw.name).with_draft(draft_depth)
+    # the engine's kernels where its profile says (all-reduce + norm fusion on this device)
+    from ...engine import resolve_realism
+    realism = resolve_realism(False, realism).for_engine(eng)
     conc = _concurrency(concurrency)
     isl, osl = _whole("isl", isl), _whole("osl", osl)
     if not (0.0 <= float(range_ratio) <= 1.0):
@@ -144,8 +147,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
         # a request's KV lives on its attention rank's tp GPUs: their NICs send it, at the
         # achieved scale-out fraction and latency of configs/realism.toml [links] (as the
         # engine's own collectives over the NIC)
-        from ...engine import resolve_realism
-        rl = resolve_realism(False, realism)
+        rl = realism
         link = hw.scale_out_bw_bytes_per_s * p_pool.tp * rl.out_frac
         # the whole cache of the mean prompt: every layer group's context and per-sequence
         # terms (a window's ring, a recurrent state), as bytes per prompt token

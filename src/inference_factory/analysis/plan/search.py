@@ -361,14 +361,18 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
         for prof in runs:
             precs = {k: v for k, v in prof.items() if k.endswith("_precision")
                      and k != "low_precision"}
-            per_shape = []
-            for shape in hw_shapes:
-                ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
-                res = _shape_grid(m, hw, shape, precs, ovs, axes, engine_kw, rates, cost)
-                if res is not None:  # None: a shape the engine refuses (too many experts...)
-                    per_shape.append((shape, res))
+            grids: dict[int, list] = {}     # one grid per realism the engines run
             for eng in engines:        # each engine keeps what it runs on this device
-                rows += engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s,
+                kw = _engine_kw(engine_kw, eng)
+                key = id(kw.get("realism"))
+                if key not in grids:
+                    grids[key] = []
+                    for shape in hw_shapes:
+                        ovs = overlaps if shape.get("ep", 1) > 1 or not m.is_moe else ["none"]
+                        res = _shape_grid(m, hw, shape, precs, ovs, axes, kw, rates, cost)
+                        if res is not None:  # None: a shape the engine refuses (experts...)
+                            grids[key].append((shape, res))
+                rows += engine_candidates(eng, m, hw, prof, grids[key], isl, osl, ttft_s,
                                           tpot_s, gpus, modes, rates=rates,
                                           utilization=cost.utilization,
                                           notes=notes[hw.name])
@@ -418,3 +422,11 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     for df in (recs, cand, front):
         df.attrs.update({k: v for k, v in request.items() if isinstance(v, (str, int, float))})
     return PlanResult(recommendations=recs, candidates=cand, front=front, request=request)
+
+
+def _engine_kw(engine_kw: dict, eng) -> dict:
+    """The engine options as serving engine ``eng`` runs on its device: the realism with
+    its profile's kernel choices (all-reduce + norm fusion, ``Realism.for_engine``)."""
+    from ...engine import resolve_realism
+    rl = resolve_realism(bool(engine_kw.get("ideal")), engine_kw.get("realism"))
+    return {**engine_kw, "realism": rl.for_engine(eng)}

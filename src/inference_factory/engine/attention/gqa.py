@@ -22,7 +22,8 @@ from ...errors import SpecError
 from ...kernels import attention as katt
 from ...kernels import params as kparams
 from .. import measured as M
-from ..op import Op, attention_mode, gemm, kv_read_bytes, prefill_roofline_fn, roofline_key
+from ..op import (Op, attention_mode, gemm, kv_read_bytes, kv_write_covered, prefill_roofline_fn,
+                  roofline_key)
 from .base import AttentionKind, Memory
 
 
@@ -108,9 +109,10 @@ class GQA(AttentionKind):
             keys = {"kv_dtype": kv_dtype, "head_dim": d}
             if not decode:     # the prefill tables hold BF16 and FP8 attention math
                 keys["attn_dtype"] = "fp8" if g.aprec in ("fp8", "fp4") else "bf16"
+            near = {"num_heads": heads, "num_kv_heads": kvh}
             ops.append(Op(name, "compute", "attn1", count, flop=flop, hbm_bytes=nbytes,
                           precision=g.aprec, rate="attention", family=fam, keys=keys,
-                          nearest={"num_heads": heads, "num_kv_heads": kvh},
+                          nearest=near, covers_kernels=kv_write_covered(g, fam, keys, near),
                           coords=coords, pure_fn=pure, pure_key=key, roof_mode=mode))
         ops.append(gemm(g, "o_proj", "attn1", n_layers, T, m.hidden_size,
                         m.n_q_heads * m.head_dim_v / tp, g.wprec))

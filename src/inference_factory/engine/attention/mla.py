@@ -20,7 +20,7 @@ from ...kernels import memory as kmem
 from ...kernels import ops as kops
 from ...kernels import params as kparams
 from .. import measured as M
-from ..op import (Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes,
+from ..op import (Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes, kv_write_covered,
                   prefill_roofline_fn, roofline_key)
 from .base import AttentionKind, Memory
 
@@ -105,6 +105,8 @@ class MLA(AttentionKind):
                                      + katt.kv_write_bytes(new_tokens=T, kv_bytes_per_token=kvl)),
                           precision=g.aprec, rate="attention", family="mla_decode",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
+                          covers_kernels=kv_write_covered(g, "mla_decode", {"kv_dtype": kv_dtype},
+                                                          {"num_heads": heads}),
                           coords=(seqs, kv_len),
                           pure_fn=lambda b_, L_: M.mla_decode_roofline_s(
                               hw, kv_dtype, heads, b_, L_, new_tokens, dims=M.mla_dims(m)),
@@ -122,6 +124,8 @@ class MLA(AttentionKind):
             ops.append(Op("attention", "compute", "attn1", n_layers, flop=flop, hbm_bytes=write,
                           precision=g.aprec, rate="attention", family="mla_prefill",
                           keys={"kv_dtype": kv_dtype}, nearest={"num_heads": heads},
+                          covers_kernels=kv_write_covered(g, "mla_prefill", {"kv_dtype": kv_dtype},
+                                                          {"num_heads": heads}),
                           coords=(seqs, new_tokens + cached_tokens),
                           pure_fn=prefill_roofline_fn(M.mla_prefill_roofline_s,
                                                       (hw, kv_dtype, heads), new_tokens,
