@@ -177,24 +177,16 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
 
 def _footing_line(a, notes, wide: bool) -> str:
     """Under the table: what the prediction stands on (plan's footing, at one concurrency),
-    the precisions run and any weight-only fallback, and the engine profile."""
-    import math
-
+    the precisions run and any weight-only fallback, and the engine profile
+    (:func:`~inference_factory.analysis.footing.footing_lines`, as roofline and simulate)."""
+    from ..analysis.footing import footing_lines
     from ..output.tables import fit_lines
 
-    share = a.get("measured_share")
-    pct = (f" ({100 * share:.0f}% of GPU time on measured tables at concurrency "
-           f"{a['footing_concurrency']})" if isinstance(share, float) and math.isfinite(share)
-           and a.get("footing") != "roofline-only" else "")
-    prec = ", ".join(f"{w} {a[k]}" for k, w in (("weight_precision", "weights"),
-                                                 ("moe_precision", "experts"),
-                                                 ("kv_precision", "KV cache"),
-                                                 ("attention_precision", "attention"))
-                     if a.get(k) is not None)
-    lines = [f"footing: {a.get('footing') or 'unknown'}{pct}", f"precisions: {prec}",
-             *[f"precision: {n}" for n in [a.get("precision_note")] + list(notes) if n],
-             f"engine: {a['engine']} ({a['engine_description']})"]
-    text = "\n".join(lines)
+    text = "\n".join(footing_lines(
+        footing=a.get("footing", ""), measured_share=a.get("measured_share"),
+        where=f" at concurrency {a.get('footing_concurrency')}", precisions=a,
+        notes=[a.get("precision_note")] + list(notes),
+        engine=f"{a['engine']} ({a['engine_description']})"))
     return text if wide else fit_lines(text)
 
 

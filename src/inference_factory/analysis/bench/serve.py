@@ -171,9 +171,10 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     gpus = d_pool.gpus if colocated else d_pool.gpus + p_pool.gpus
     deployment = (agg.label() if colocated else
                   f"{p_pool.instances}p:{p_pool.label()} + {d_pool.instances}d:{d_pool.label()}")
+    from ..footing import resolved_precisions
     from .footing import bench_footing
 
-    resolved = _resolved_precisions(m, hw, axes)
+    resolved = resolved_precisions(m, hw, axes)
     footing = bench_footing(m, hw, decode_pool=d_pool, prefill_pool=p_pool,
                             axes={**axes, **extra}, state=st,
                             tokens_per_step=d_tab.tokens_per_step, prompt_tokens=i_mean,
@@ -183,22 +184,6 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
                       deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
                       engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
                       precisions={**axes, **resolved}, footing=footing, as_frame=as_frame)
-
-
-def _resolved_precisions(m, hw, axes: Mapping[str, Any]) -> dict[str, str]:
-    """The precisions the engine runs (its defaults resolved by its one check,
-    ``validate_struct``), and ``precision``: the experts' of a MoE model, else the weights'
-    (what a benchmark's ``precision`` label names: InferenceX's ``fp4`` DeepSeek-R1)."""
-    from ...axes import STRUCT_AXES
-    from ...engine import validate_struct
-    from ...specs.realism import load_realism
-
-    g = validate_struct(m, hw, {**STRUCT_AXES, **{k: v for k, v in axes.items()
-                                                  if k.endswith("_precision")}},
-                        load_realism())
-    return {"weight_precision": g.wprec, **({"moe_precision": g.eprec} if m.is_moe else {}),
-            "kv_precision": g.kvprec, "attention_precision": g.aprec,
-            "precision": g.eprec if m.is_moe else g.wprec}
 
 
 def _whole(name: str, v: Any, lo: int = 1) -> int:
