@@ -39,7 +39,7 @@ FOOT = """
 Stored beside them but not read by the engine (checks only): {unread}. `mla_module_*` are
 AIConfigurator's measured MLA attention modules, against which
 tests/engine/test_measured.py checks the composed block; `mla_decode_points` are 12 MLA decode points from AITER's README, too sparse
-for the nearest-heads rule (`calibration/extract_aiter.py` MLA_POINTS), so MLA attention on
+for the nearest-heads rule (`calibration/extract_aiter.py`, its list of MLA points), so MLA attention on
 MI355X is on the roofline.
 """
 
