@@ -56,6 +56,16 @@ class CostModel:
     #: config that extends this one re-reads it for its own hardware and basis)
     rate_from_basis: bool = False
 
+    def __post_init__(self):
+        # a price basis prices rental or owning GPU-hours; under capex it would be ignored
+        # without a word (issue 30): refused, naming both keys
+        if self.cost_basis == "capex" and self.price_basis:
+            raise SpecError(f"price basis {self.price_basis!r} (--price-basis, "
+                            "economics.price_basis) prices rental or owning GPU-hours; the "
+                            "cost basis is capex (depreciation of capex_usd_per_gpu plus "
+                            "energy), which it would not change: drop it, or use cost basis "
+                            "rental (or tco)")
+
 
 @dataclass(frozen=True)
 class Price:
