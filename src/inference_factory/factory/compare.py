@@ -199,8 +199,24 @@ def simulate_one(cfg: FactoryConfig, *, uncertainty=None) -> dict:
         from .bands import simulate_bands
         metrics = simulate_bands(cfg, metrics, uncertainty, trace=trace, cache_memo=memo)
     return {"config": cfg.path, "model": cfg.model, "price": cfg.price.id,
-            "engine": metrics["engine"], "scenario": metrics,
+            "engine": metrics["engine"], "scenario": metrics, "notes": slo_notes(cfg, metrics),
             **({"published": dict(cfg.published)} if cfg.published else {})}
+
+
+def slo_notes(cfg: FactoryConfig, m: dict) -> list[str]:
+    """A target nothing meets, said rather than answered silently: the TPOT target when no
+    decode batch holds it (the smallest step is reported), the TTFT target when the median
+    request misses it."""
+    notes = []
+    if not m.get("meets_tpot_slo_at_operating_batch", True):
+        notes.append(f"nothing meets the TPOT target {cfg.tpot_slo_s * 1e3:.4g} ms (slo.tpot_s): "
+                     f"the fastest decode step gives TPOT p50 {m['tpot_p50_s'] * 1e3:.4g} ms; "
+                     f"goodput {m['goodput_frac']:.1%}")
+    if m.get("ttft_p50_s", 0.0) > cfg.ttft_slo_s:
+        notes.append(f"the median request misses the TTFT target {cfg.ttft_slo_s:.4g} s "
+                     f"(slo.ttft_s): TTFT p50 {m['ttft_p50_s']:.4g} s; goodput "
+                     f"{m['goodput_frac']:.1%}")
+    return notes
 
 
 def to_json(result: dict) -> str:
@@ -346,4 +362,5 @@ def format_simulate(result: dict) -> str:
             lines.append(row)
     if s.get("payback_absent"):
         lines.append(f"note: {s['payback_absent']}")
+    lines += [f"note: {n}" for n in result.get("notes", [])]
     return "\n".join(lines)

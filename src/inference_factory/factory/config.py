@@ -162,6 +162,9 @@ def _pool(path: Path, sub, key: str, base: PoolConfig | None) -> PoolConfig:
         raise SpecError(f"{path}: {key}.hardware: {exc}") from None
     if (kw["tp"] * kw["dp"]) % kw["ep"]:
         raise SpecError(f"{path}: {key}.ep = {kw['ep']} must divide tp x dp = {kw['tp'] * kw['dp']}")
+    if kw["unit_gpus"] % (kw["tp"] * kw["dp"]):     # a unit holds whole instances
+        raise SpecError(f"{path}: {key}.unit_gpus = {kw['unit_gpus']} must be a multiple of "
+                        f"the instance's tp x dp = {kw['tp'] * kw['dp']} GPUs")
     return PoolConfig(**kw)
 
 

@@ -213,10 +213,11 @@ def _read_csv_basis(p: Path) -> PriceBasis:
     import csv
     import math
 
-    try:
-        rows = list(csv.DictReader(p.open(newline="", encoding="utf-8")))
-    except FileNotFoundError:
-        raise SpecError(f"{p}: file not found") from None
+    import io
+
+    from .files import read_text
+
+    rows = list(csv.DictReader(io.StringIO(read_text(p), newline="")))
     if not rows or not {"hardware", "usd_per_gpu_hour"} <= set(rows[0]):
         raise SpecError(f"{p}: a price-basis CSV needs the columns hardware,usd_per_gpu_hour "
                         "(and optionally source,date)")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..closed_loop import Pool, StepTable, solve_loop, step_table
 from ...engine import architecture
+from ...bounds import MAX_BAND_CONCURRENCIES
 from ...errors import SpecError
 from ...kernels import serving as ks
 from ...specs import DEFAULT_HARDWARE, load_hardware, load_model
@@ -60,7 +61,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
           range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
           num_prompts: int | None = None, engine: str | ServingEngine | None = None,
           engine_time: bool = True, realism: Any = None, seed: int = 0,
-          uncertainty: Any = None, as_frame: bool = False):
+          uncertainty: Any = None, as_frame: bool = False, redundant_experts: int = 0):
     """Predict ``vllm bench serve`` on one deployment at each concurrency.
 
     Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
@@ -73,6 +74,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     ``engine_time=False`` drops the engine's own time (poll waits, host time).
     ``uncertainty`` (True, "components" or an ``Uncertainty``) adds ``<name>_low`` and
     ``<name>_high`` (the 80 % band, :mod:`.bands`) beside each throughput and latency.
+    ``redundant_experts``: extra expert replicas for load balance (``-p ...,
+    redundant_experts=N``, as ``roofline`` and ``plan`` take it).
 
     Returns an ``xr.Dataset`` over ``concurrency`` whose variables carry
     ``vllm bench serve --save-result``'s keys and units (``median_ttft_ms``, ``output_throughput``,
@@ -95,6 +98,11 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     if num_prompts is not None and _whole("num_prompts", num_prompts) < max(conc):
         raise SpecError(f"num_prompts = {num_prompts!r} must be at least the largest "
                         f"concurrency ({max(conc)}): fewer prompts never fill the clients")
+    if uncertainty not in (None, False) and len(conc) > MAX_BAND_CONCURRENCIES:
+        raise SpecError(f"uncertainty over {len(conc):,} concurrency values: the band solves "
+                        "the closed loop once per value and draw (64 draws), so it is bounded "
+                        f"to {MAX_BAND_CONCURRENCIES} values; give fewer, e.g. 1,2,4,...,2048 "
+                        "(12 values), or drop --uncertainty")
     p_pool, d_pool = _pool(prefill_pool, "prefill_pool"), _pool(decode_pool, "decode_pool")
     if (p_pool is None) != (d_pool is None):
         raise SpecError("a disaggregated deployment needs both prefill_pool and decode_pool")
@@ -114,6 +122,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
                                   combine_precision=combine_precision).items() if v is not None}
     axes["draft_depth"] = _whole("draft_depth", draft_depth, lo=0)
     axes["overlap"] = overlap
+    if _whole("redundant_experts", redundant_experts, lo=0):
+        axes["redundant_experts"] = int(redundant_experts)
     if acceptance_rate is not None:
         axes["acceptance_rate"] = float(acceptance_rate)
     extra = {"draft_model": draft_model} if draft_model is not None else {}
