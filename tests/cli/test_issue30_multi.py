@@ -27,6 +27,7 @@ def run(*args: str):
 
 
 BENCH = ("bench", "-m", "DeepSeek-V3", "-c", "4,16")
+ONE = ("bench", "-m", "DeepSeek-V3", "-c", "4")
 
 
 def test_bench_several_devices_and_shapes_one_chart(tmp_path):
@@ -41,17 +42,16 @@ def test_bench_several_devices_and_shapes_one_chart(tmp_path):
     assert max(len(s) for s in text.splitlines() if not s.startswith("wrote")) <= 100
     assert png.stat().st_size > 10_000
     # each run is what a bench of that run alone gives
-    one = json.loads(ok(run(*BENCH, "-H", "MI355X", "-p", "dp=8,ep=8", "--preset",
-                            "inferencex", "--json")))
-    many = json.loads(ok(run(*BENCH, "-H", "H200,MI355X", "-p", "tp=8,ep=8", "-p",
-                             "dp=8,ep=8", "--preset", "inferencex", "--json")))["runs"]
-    assert [r["attrs"]["hardware"] for r in many] == ["H200-SXM"] * 2 + ["MI355X"] * 2
-    assert many[3]["points"] == one["points"]
+    one = json.loads(ok(run(*BENCH, "-H", "MI355X", "-p", "dp=8,ep=8", "--json")))
+    many = json.loads(ok(run(*BENCH, "-H", "H200,MI355X", "-p", "dp=8,ep=8",
+                             "--json")))["runs"]
+    assert [r["attrs"]["hardware"] for r in many] == ["H200-SXM", "MI355X"]
+    assert many[1]["points"] == one["points"]
     import pandas as pd
-    csv = pd.read_csv(io.StringIO(ok(run(*BENCH, "-H", "H200,MI355X", "-p", "tp=8,ep=8",
+    csv = pd.read_csv(io.StringIO(ok(run(*ONE, "-H", "H200,MI355X", "-p", "tp=8,ep=8",
                                          "--format", "csv"))))
     assert list(csv.columns[:3]) == ["hardware", "deployment", "concurrency"]
-    assert list(csv["hardware"]) == ["H200-SXM", "H200-SXM", "MI355X", "MI355X"]
+    assert list(csv["hardware"]) == ["H200-SXM", "MI355X"]
 
 
 def test_the_chart_title_names_what_the_runs_share_and_labels_the_rest():

@@ -162,9 +162,6 @@ def _pool(path: Path, sub, key: str, base: PoolConfig | None) -> PoolConfig:
         raise SpecError(f"{path}: {key}.hardware: {exc}") from None
     if (kw["tp"] * kw["dp"]) % kw["ep"]:
         raise SpecError(f"{path}: {key}.ep = {kw['ep']} must divide tp x dp = {kw['tp'] * kw['dp']}")
-    if kw["unit_gpus"] % (kw["tp"] * kw["dp"]):     # a unit holds whole instances
-        raise SpecError(f"{path}: {key}.unit_gpus = {kw['unit_gpus']} must be a multiple of "
-                        f"the instance's tp x dp = {kw['tp'] * kw['dp']} GPUs")
     return PoolConfig(**kw)
 
 
@@ -279,6 +276,9 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
         why = architecture(spec).tp_error(pool.tp)     # each attention kind's heads split whole
         if why:
             raise SpecError(f"{p}: {key}.{why}")
+        if pool.unit_gpus % (pool.tp * pool.dp):       # a unit holds whole instances
+            raise SpecError(f"{p}: {key}.unit_gpus = {pool.unit_gpus} must be a multiple of "
+                            f"the instance's tp x dp = {pool.tp * pool.dp} GPUs")
 
     lv = doc.levers
     bl = base.levers if base else Levers()

@@ -219,6 +219,8 @@ def write_result(ds: xr.Dataset, path: str | os.PathLike, *, scheduler: Any = No
                     if is_lazy(ds):
                         _run(job, client=client, progress=progress)
                 except RuntimeError as exc:     # netCDF4/HDF5 report a failed write so
+                    if not str(exc).startswith("NetCDF"):
+                        raise                   # a failed computation is not a failed write
                     raise SpecError(f"--output {path}: cannot write the netCDF file ({exc}: "
                                     "a full disk or a file-size limit?); nothing was "
                                     "written") from None
