@@ -29,6 +29,10 @@ MAX_TOKENS_PER_DAY = 1e15
 MAX_TRACE_MS = 1e11
 #: Points of one sweep unless ``--max-points`` raises it (a 10^8-point float64 variable is 0.8 GB).
 MAX_SWEEP_POINTS = 100_000_000
+#: Concurrency values of one ``bench --uncertainty``: each is solved once per band draw (64,
+#: analysis/bench/bands.py), ~17 ms of CPU per value here (-c 1..2000 took 36 s of CPU and
+#: over 2 minutes on two shared cores), so 128 values keep a band to about 2 s.
+MAX_BAND_CONCURRENCIES = 128
 #: Any price in US dollars (per GPU, per GPU-hour, per million tokens).
 MAX_USD = 1e9
 #: Rows of one tensor-core tile (realism ``tile_m_tokens``): a sanity cap, the largest batch per

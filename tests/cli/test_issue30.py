@@ -146,8 +146,8 @@ def test_bench_preset_inferencex_sets_the_benchmarks_defaults():
     (["plan", "--rental-usd-per-gpu-hour", "inf"], "'inf' is not a finite number"),
     (["plan", "--capex-usd-per-gpu", "nan"], "'nan' is not a finite number"),
     (["plan", "--load", "nan"], "--load"),
-    (["bench", "-o", ""], "--output '': give a file name"),
-    (["plan", "-o", ""], "--output '': give a file name"),
+    (["bench", "-o", ""], "'--output' / '-o': an empty value"),
+    (["plan", "-o", ""], "'--output' / '-o': an empty value"),
 ])
 def test_non_finite_numbers_and_empty_names_are_refused(args, message):
     assert message in fails(run(*args))

@@ -95,8 +95,9 @@ def _load(h) -> HardwareSpec:
 
 
 def facility_power_w(hw: HardwareSpec, cost: CostModel, *, tdp_w=None, utilization=None,
-                     pue=None):
-    """Facility watts charged to one decoding GPU of ``hw`` on ``cost.power_basis``
+                     pue=None, phase: str = "decode"):
+    """Facility watts charged to one GPU of ``hw`` in ``phase`` (decode or prefill: the
+    cost model's share of TDP busy) on ``cost.power_basis``
     (:func:`inference_factory.kernels.economics.facility_power_w_per_gpu`); NaN where the
     all-in table does not list the device. ``tdp_w``, ``utilization`` and ``pue`` may be
     arrays (Monte Carlo samples); default: the spec's and the cost model's."""
@@ -104,7 +105,8 @@ def facility_power_w(hw: HardwareSpec, cost: CostModel, *, tdp_w=None, utilizati
     u = cost.utilization if utilization is None else utilization
     gpu_w = kecon.gpu_power_w(tdp_w=hw.tdp_w if tdp_w is None else tdp_w, busy_frac=u,
                               idle_frac_of_tdp=cost.idle_frac_of_tdp,
-                              busy_frac_of_tdp=cost.decode_frac_of_tdp)
+                              busy_frac_of_tdp=cost.prefill_frac_of_tdp if phase == "prefill"
+                              else cost.decode_frac_of_tdp)
     kw = allin_kw_per_gpu(hw)
     return kecon.facility_power_w_per_gpu(power_basis=cost.power_basis, gpu_power_w=gpu_w,
                                           pue=cost.pue if pue is None else pue,

@@ -38,10 +38,12 @@ def _concurrency(ctx, param, value):
 @click.option("--model", "-m", default="DeepSeek-V3", show_default=True,
               help="Model name, alias or TOML path.")
 @click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
-              help="Hardware name, alias or TOML path (the one default of every command: "
-                   "the device of configs/factory.toml).")
-@click.option("--parallelism", "-p", type=p.ShapeParam(), default=None,
-              help="Aggregated instance shape, e.g. tp=4,ep=4 or dp=8,ep=8 (default tp=1).")
+              help="Hardware name, alias or TOML path, or several NAME,NAME (one run each, "
+                   "one chart); the one default of every command: the device of "
+                   "configs/factory.toml.")
+@click.option("--parallelism", "-p", type=p.ShapeParam(), multiple=True,
+              help="Aggregated instance shape, e.g. tp=4,ep=4 or dp=8,ep=8 (default tp=1); "
+                   "repeat for several shapes in one run (one chart).")
 @click.option("--prefill-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
               help="Disaggregated: N prefill instances of SHAPE, e.g. 2:tp=8.")
 @click.option("--decode-pool", type=p.PoolParam(), default=None, metavar="N:SHAPE",
@@ -141,7 +143,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     if (prefill_pool is None) != (decode_pool is None):
         raise SpecError("--prefill-pool and --decode-pool go together (a disaggregated "
                         "deployment needs both)")
-    if prefill_pool is not None and parallelism is not None:
+    if prefill_pool is not None and parallelism:
         raise SpecError("--parallelism is the aggregated shape; with --prefill-pool/"
                         "--decode-pool give each pool's shape there")
     if trace is not None:
@@ -150,7 +152,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                          cached_input_fraction=cached_input_fraction, fmt=fmt,
                          plot_path=plot_path, output=output, compare_paths=compare_paths,
                          num_gpus=num_gpus, kw=dict(
-                             model=model, hardware=hardware, **dict(parallelism or {}),
+                             model=model, hardware=hardware, **dict(parallelism[0] if parallelism else {}),
                              prefill_pool=prefill_pool, weight_precision=weight_precision,
                              moe_precision=moe_precision, kv_precision=kv_precision,
                              attention_precision=attention_precision, draft_depth=draft_depth,
@@ -160,60 +162,93 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
     from ..analysis.bench.presets import apply_preset
     from ..specs import load_hardware
 
-    range_ratio, kv_precision, preset_notes = apply_preset(
-        preset, load_hardware(hardware), range_ratio=range_ratio, kv_precision=kv_precision)
-    shape = dict(parallelism or {})
+    devices = _devices(hardware)
+    shapes = list(parallelism) or [None]
+    n_runs = len(devices) * len(shapes)
+    from ..output.bench_plot import MAX_LABELS
+    if n_runs > MAX_LABELS:
+        raise SpecError(f"-H {hardware} with {len(shapes)} -p shape(s): {n_runs} runs; at "
+                        f"most {MAX_LABELS} in one bench (one chart)")
     if calibrate_paths:
-        _calibrate(calibrate_paths, profile_out, model=model, hardware=hardware, engine=engine,
-                   num_gpus=num_gpus, fmt=fmt, **shape, prefill_pool=prefill_pool,
+        if n_runs > 1:
+            raise SpecError("--calibrate fits one deployment: give one -H device and at most "
+                            "one -p shape")
+        rr, kv, _ = apply_preset(preset, load_hardware(devices[0]), range_ratio=range_ratio,
+                                 kv_precision=kv_precision)
+        _calibrate(calibrate_paths, profile_out, model=model, hardware=devices[0],
+                   engine=engine, num_gpus=num_gpus, fmt=fmt, **dict(shapes[0] or {}),
+                   prefill_pool=prefill_pool,
                    decode_pool=decode_pool, weight_precision=weight_precision,
-                   moe_precision=moe_precision, kv_precision=kv_precision,
+                   moe_precision=moe_precision, kv_precision=kv,
                    attention_precision=attention_precision,
                    dispatch_precision=dispatch_precision, combine_precision=combine_precision,
                    draft_depth=draft_depth, acceptance_rate=acceptance_rate,
                    draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
-                   range_ratio=range_ratio, num_prompts=num_prompts)
+                   range_ratio=rr, num_prompts=num_prompts)
         return
     measured = None
     if compare_paths:
+        if n_runs > 1:
+            raise SpecError(f"--compare scores one deployment against its files: give one "
+                            f"-H and one -p (got {len(devices)} device(s) x {len(shapes)} "
+                            "shape(s))")
         from ..analysis.bench.results import read_bench_results
         measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)
         if concurrency is None:
             concurrency = tuple(sorted({int(c) for c in measured["max_concurrency"].dropna()}))
-    df = bench(model, hardware, **shape, prefill_pool=prefill_pool, decode_pool=decode_pool,
-               weight_precision=weight_precision, moe_precision=moe_precision,
-               kv_precision=kv_precision, attention_precision=attention_precision,
-               dispatch_precision=dispatch_precision, combine_precision=combine_precision,
-               draft_depth=draft_depth, acceptance_rate=acceptance_rate,
-               draft_model=draft_model, overlap=overlap, isl=isl, osl=osl,
-               range_ratio=range_ratio,
-               concurrency=concurrency or DEFAULT_CONCURRENCY, num_prompts=num_prompts,
-               engine=engine, engine_time=not no_engine_time,
-               uncertainty=True if uncertainty else None, as_frame=True)
-    a = df.attrs
-    head = (f"{a['model']} on {a['hardware']} {a['deployment']} ({int(df['num_gpus'][0])} GPUs), "
-            f"ISL {isl} / OSL {osl}, range ratio {range_ratio:g}, engine {a.get('engine_label', a['engine'])}"
-            f"{'' if not no_engine_time else ' without its own time'}")
-    if measured is not None:
-        text = _comparison_text(df, measured, fmt, head, wide)
-        if fmt in ("table", "markdown"):
-            text += "\n" + _footing_line(a, preset_notes, wide)
-    elif fmt in ("table", "markdown"):
-        cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
-                [c for c in TABLE_COLUMNS if c in df])
-        text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
-                      width=10_000 if wide or uncertainty else None)   # bands never wrap
-        text += "\n" + _footing_line(a, preset_notes, wide)
+    runs = []
+    for hw in devices:
+        rr, kv, notes = apply_preset(preset, load_hardware(hw), range_ratio=range_ratio,
+                                     kv_precision=kv_precision)
+        for shape in shapes:
+            df = bench(model, hw, **dict(shape or {}), prefill_pool=prefill_pool,
+                       decode_pool=decode_pool, weight_precision=weight_precision,
+                       moe_precision=moe_precision, kv_precision=kv,
+                       attention_precision=attention_precision,
+                       dispatch_precision=dispatch_precision,
+                       combine_precision=combine_precision, draft_depth=draft_depth,
+                       acceptance_rate=acceptance_rate, draft_model=draft_model,
+                       overlap=overlap, isl=isl, osl=osl, range_ratio=rr,
+                       concurrency=concurrency or DEFAULT_CONCURRENCY,
+                       num_prompts=num_prompts, engine=engine,
+                       engine_time=not no_engine_time,
+                       uncertainty=True if uncertainty else None, as_frame=True)
+            runs.append((df, notes))
+    texts = []
+    for df, notes in runs:
+        a = df.attrs
+        head = (f"{a['model']} on {a['hardware']} {a['deployment']} "
+                f"({int(df['num_gpus'][0])} GPUs), ISL {isl} / OSL {osl}, range ratio "
+                f"{a['range_ratio']:g}, engine {a.get('engine_label', a['engine'])}"
+                f"{'' if not no_engine_time else ' without its own time'}")
+        if measured is not None:
+            text = _comparison_text(df, measured, fmt, head, wide)
+            if fmt in ("table", "markdown"):
+                text += "\n" + _footing_line(a, notes, wide)
+        elif fmt in ("table", "markdown"):
+            cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
+                    [c for c in TABLE_COLUMNS if c in df])
+            text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
+                          width=10_000 if wide or uncertainty else None)   # bands never wrap
+            text += "\n" + _footing_line(a, notes, wide)
+        else:
+            text = None
+        texts.append(text)
+    if fmt in ("table", "markdown") or measured is not None:
+        text = "\n\n".join(texts)
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
-        text = json_text({"points": records(df), "attrs": dict(a)})
+        one = [{"points": records(df), "attrs": dict(df.attrs)} for df, _ in runs]
+        text = json_text(one[0] if len(one) == 1 else {"runs": one})
     else:
-        text = render(df, fmt)
+        text = render(_stacked([df for df, _ in runs]), fmt)
     # all or nothing: the plot (the write that can fail on its own) before the output
     if plot_path is not None:
         from ..output.bench_plot import plot_bench
-        plot_bench([(f"{a['hardware']} {a['deployment']}", df)], plot_path, measured=measured)
+        title, labels = _chart_words([df.attrs for df, _ in runs])
+        plot_bench(list(zip(labels, (df for df, _ in runs))), plot_path, measured=measured,
+                   title=title)
     if output is not None:
         from ..output.files import write_text_atomic
         write_text_atomic(output, text + "\n")
@@ -222,26 +257,53 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
         click.echo(f"wrote {plot_path}: throughput/GPU vs interactivity, TTFT vs concurrency")
 
 
+def _devices(hardware: str) -> list[str]:
+    """``-H H200,MI355X`` -> each device once, in order; an empty name is refused."""
+    names = [h.strip() for h in str(hardware).split(",")]
+    if not all(names):
+        raise SpecError(f"-H {hardware!r}: a device name is empty (give NAME or NAME,NAME,...)")
+    return list(dict.fromkeys(names))
+
+
+def _stacked(frames):
+    """csv of several runs: one table, each row led by its device and deployment."""
+    if len(frames) == 1:
+        return frames[0]
+    import pandas as pd
+
+    return pd.concat([df.assign(hardware=df.attrs["hardware"],
+                                deployment=df.attrs["deployment"])[
+        ["hardware", "deployment", *df.columns]] for df in frames], ignore_index=True)
+
+
+def _chart_words(attrs: list) -> tuple[str, list[str]]:
+    """The chart's title (model, precision, ISL/OSL with the range ratio, engine: what every
+    run shares) and one label per run (device and deployment, and whatever the title cannot
+    name because the runs differ in it)."""
+    def words(a, k):
+        return {"model": a["model"], "precision": f"{a['precision']} (KV {a['kv_precision']})",
+                "lengths": f"ISL {a['isl']} / OSL {a['osl']}, range ratio {a['range_ratio']:g}",
+                "engine": f"engine {a['engine']}"}[k]
+    keys = ("model", "precision", "lengths", "engine")
+    same = [k for k in keys if len({words(a, k) for a in attrs}) == 1]
+    title = " · ".join(words(attrs[0], k) for k in same)
+    labels = [" ".join([a["hardware"], a["deployment"]]
+                       + [words(a, k) for k in keys if k not in same]) for a in attrs]
+    return title, labels
+
+
 def _footing_line(a, notes, wide: bool) -> str:
     """Under the table: what the prediction stands on (plan's footing, at one concurrency),
-    the precisions run and any weight-only fallback, and the engine profile."""
-    import math
-
+    the precisions run and any weight-only fallback, and the engine profile
+    (:func:`~inference_factory.analysis.footing.footing_lines`, as roofline and simulate)."""
+    from ..analysis.footing import footing_lines
     from ..output.tables import fit_lines
 
-    share = a.get("measured_share")
-    pct = (f" ({100 * share:.0f}% of GPU time on measured tables at concurrency "
-           f"{a['footing_concurrency']})" if isinstance(share, float) and math.isfinite(share)
-           and a.get("footing") != "roofline-only" else "")
-    prec = ", ".join(f"{w} {a[k]}" for k, w in (("weight_precision", "weights"),
-                                                 ("moe_precision", "experts"),
-                                                 ("kv_precision", "KV cache"),
-                                                 ("attention_precision", "attention"))
-                     if a.get(k) is not None)
-    lines = [f"footing: {a.get('footing') or 'unknown'}{pct}", f"precisions: {prec}",
-             *[f"precision: {n}" for n in [a.get("precision_note")] + list(notes) if n],
-             f"engine: {a['engine']} ({a['engine_description']})"]
-    text = "\n".join(lines)
+    text = "\n".join(footing_lines(
+        footing=a.get("footing", ""), measured_share=a.get("measured_share"),
+        where=f" at concurrency {a.get('footing_concurrency')}", precisions=a,
+        notes=[a.get("precision_note")] + list(notes),
+        engine=f"{a['engine']} ({a['engine_description']})"))
     return text if wide else fit_lines(text)
 
 

@@ -103,6 +103,7 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
     prefill-first), not its limits, poll and stream intervals or host times (docs/CONFIG.md)."""
     from ..factory.compare import format_simulate, simulate_one
 
+    from ..analysis.footing import simulate_footing
     from ..factory.plan_check import format_plan_check, plan_check
 
     cfg = _load(config, n_requests, output, price_basis, power_basis, engine)
@@ -116,9 +117,24 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
     check = plan_check(cfg, result["scenario"])   # a config from 'plan --emit-config'
     if check is not None:
         result["plan_check"] = {k: v for k, v in check.items() if k != "plan"}
-    _emit(result, as_json, output, format_simulate(result)
+    result["footing"] = simulate_footing(cfg, result["scenario"])
+    _emit(result, as_json, output, format_simulate(result) + _footing_text(result)
           + (_band_lines(result["scenario"]) if uncertainty else "")
           + ("\n" + format_plan_check(check) if check is not None else ""))
+
+
+def _footing_text(result: dict) -> str:
+    """What the scenario stands on (:func:`~inference_factory.analysis.footing.footing_lines`,
+    as bench and roofline print it), within 100 columns."""
+    from ..analysis.footing import engine_words, footing_lines
+    from ..output.tables import fit_lines
+
+    f, s = result["footing"], result["scenario"]
+    return "\n" + fit_lines("\n".join(footing_lines(
+        footing=f["footing"], measured_share=f["measured_share"],
+        where=f" at decode batch {s['decode_batch_per_gpu']:.0f} per GPU, the mean request",
+        precisions=f["precisions"], notes=[f["precision_note"]],
+        engine=engine_words(result["engine"]) + "; simulate uses its policy only")))
 
 
 def _band_lines(metrics: dict) -> str:

@@ -171,6 +171,27 @@ for _cmd in (hardware_group, models_group, roofline, validate):
     cli.add_command(_cmd)
 
 
+def _refuse_empty(cmd: click.Command) -> None:
+    """Every text option and argument of ``cmd`` (and its subcommands) refuses an empty value
+    (``-H ''``, ``--price-basis ''``, ``-c ''``), which some commands read as 'unset' and
+    others as a name: one line naming the option, exit 2 (issue 30; one mechanism)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _refuse_empty(sub)
+    for param in cmd.params:
+        if getattr(param, "is_flag", False) or not isinstance(
+                param.type, (click.types.StringParamType, click.Path)):
+            continue
+
+        def check(ctx, prm, value, _then=param.callback):
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            if any(isinstance(v, str) and not v.strip() for v in values):
+                raise click.BadParameter("an empty value; give a name, a file or leave the "
+                                         "option out", ctx=ctx, param=prm)
+            return _then(ctx, prm, value) if _then is not None else value
+        param.callback = check
+
+
 # last: every command above is registered before the group runs
+_refuse_empty(cli)
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -20,7 +20,8 @@ TABLE_COLUMNS = ("hardware", "engine", "engine_version", "mode", "tp", "dp", "ep
                  "overlap", "batch_size", "draft_depth", "concurrency",
                  "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
                  "decode_binding_resource", "usd_per_mtok_output", "usd_per_mtok_input",
-                 "usd_per_mtok_output_all_in", "gpus_for_load", "footing", "measured_share",
+                 "usd_per_mtok_output_all_in", "usd_per_gpu_hour", "output_tokens_per_s_per_mw",
+                 "j_per_output_token", "gpus_for_load", "footing", "measured_share",
                  "reason")
 
 

@@ -48,9 +48,10 @@ def _fmt_text(x: Any) -> str:
 
 
 def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dict[str, Any],
-                   ops=None) -> str:
+                   ops=None, footing=None) -> str:
     """The report of one point: ``v`` each output variable's value, ``ops`` the Dataset of
-    ``detail="ops"`` (its per-operation table) or None."""
+    ``detail="ops"`` (its per-operation table) or None, ``footing`` what the point stands on
+    (:func:`~inference_factory.analysis.footing.point_footing`) or None."""
     from ..engine import RESOURCES
 
     par = " ".join(f"{k}={point.get(k, STRUCT_AXES[k])}" for k in ("tp", "dp", "ep"))
@@ -108,17 +109,35 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
                 if math.isfinite(float(t))]
             lines += ["", f"{phase} operations (time per step)"]
             lines.append(_table(["OP", "TIME", "RESOURCE", "SOURCE"], rows, right=(1,)))
-        lines += ["", "footing (share of op time per cost source)"]
-        lines += _kv([(phase, _footing_text(ops, phase)) for phase in ("decode", "prefill")]
-                     + [("tables", _tables_text(hw))], width=_K)
+    if footing is not None:
+        lines += ["", "footing (each pass's op time by cost source)"]
+        lines += _footing_rows(footing, detail=ops is not None)
     return "\n".join(lines)
 
 
-def _tables_text(hw: str) -> str:
-    """Who measured the device's tables (backends, versions, tables), or 'none'."""
-    from ..analysis.plan.footing import measured_tables
+def _footing_rows(f: dict[str, Any], detail: bool) -> list[str]:
+    """The footing section's lines, each wrapped within 100 columns; ``detail``: the tables'
+    versions and families too."""
+    import textwrap
 
-    return measured_tables(hw, detail=True) or "none (every op on the realistic roofline)"
+    from ..analysis.footing import PRECISION_WORDS
+    from ..output.tables import TABLE_WIDTH
+
+    def shares(ph):
+        d = f[ph]
+        return f"{d['footing']}: " + ", ".join(
+            f"{k} {100 * x:.0f}%" for k, x in sorted(((k, x) for k, x in d.items()
+                                                     if k != "footing"), key=lambda kv: -kv[1]))
+    rows = [("decode", shares("decode")), ("prefill", shares("prefill")),
+            ("tables", f["tables_detail" if detail else "tables"]
+             or "none (every op on the realistic roofline)"),
+            ("precisions", ", ".join(f"{w} {f['precisions'][k]}" for k, w in PRECISION_WORDS
+                                     if k in f["precisions"]))]
+    rows += [("precision", f["precision_note"])] if f["precision_note"] else []
+    rows += [("engine", f["engine"])]
+    return [w for line in _kv(rows, width=_K) for w in textwrap.wrap(
+        line, TABLE_WIDTH, subsequent_indent=" " * (_K + 4), break_on_hyphens=False,
+        drop_whitespace=True)]
 
 
 #: The outputs whose 80 % band the one-point report shows: (label, variable, format).
@@ -144,19 +163,6 @@ def _band_text(v: dict[str, Any]) -> str:
     head = ["", f"80% band (components; model-structure term x{math.exp(w):.3f} each side "
                 "on throughputs and times)"]
     return "\n" + "\n".join(head + _kv(rows, width=_K))
-
-
-def _footing_text(ops, phase: str) -> str:
-    """``measured 76%, interpolated 18%, ...``: each cost source's share of a pass's op time
-    (:func:`inference_factory.analysis.plan.footing.op_source_shares`) and the label."""
-    from ..analysis.plan.footing import (MEASURED_SOURCES, TABLE_SOURCES, footing_label,
-                                         op_source_shares)
-
-    sh = op_source_shares(ops[f"{phase}_op_time_s"].values, ops[f"{phase}_op_source"].values)
-    label = footing_label(sum(sh.get(k, 0.0) for k in MEASURED_SOURCES),
-                          sum(sh.get(k, 0.0) for k in TABLE_SOURCES)) if sh else ""
-    return f"{label}: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(
-        sh.items(), key=lambda kv: -kv[1]))
 
 
 @click.command("roofline")
@@ -207,38 +213,41 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
     Options left unset keep the engine's defaults (precisions: the model's own).
     """
     point = {k: x for k, x in options.items() if x is not None}
+    from ..analysis.footing import point_footing
+    from ..engine import evaluate_arrays, realism_mode, resolve_realism as _realism
+
+    m, h = load_model(model), load_hardware(hardware)
+    rl = _realism(ideal, realism)
     band = None
     if uncertainty:
-        from ..engine import evaluate_arrays, resolve_realism as _realism
-
-        band = evaluate_arrays(model, hardware, realism=_realism(ideal, realism),
-                               draft_model=draft_model, uncertainty=True, **point)
-    if not (as_json or show_ops):       # the report of one point: arrays, no Dataset
+        band = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, uncertainty=True,
+                               **point)
+    if not show_ops:       # one point: arrays with each op's source, no Dataset
         import numpy as np
 
-        from ..engine import evaluate_arrays, realism_mode, resolve_realism as _realism
-
-        m, h = load_model(model), load_hardware(hardware)
-        rl = _realism(ideal, realism)
-        res = band if band is not None else evaluate_arrays(m, h, realism=rl,
-                                                            draft_model=draft_model, **point)
+        res = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, detail="ops", **point)
+        footing = point_footing(m, h, res, point)
+    if not (as_json or show_ops):
         mode = realism_mode(rl)
         if draft_model:
             point["draft_model"] = draft_model
-        v = {k: np.asarray(x).item() for k, x in res.items()}
-        click.echo(_roofline_text(v, m.name, h.name, mode, point)
+        v = {k: np.asarray(x).item() for k, x in (band or res).items()
+             if np.ndim(x) == 0}
+        click.echo(_roofline_text(v, m.name, h.name, mode, point, footing=footing)
                    + (_band_text(v) if band is not None else ""))
         return
     from ..engine import evaluate
 
     ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
                   detail="ops" if show_ops else "resources", **point)
+    if show_ops:
+        footing = point_footing(m, h, {k: ds[k].values for k in ds.data_vars}, point)
     if as_json:
         out: dict[str, Any] = {"model": ds["model"].item(), "hardware": ds["hardware"].item()}
         out.update({k: ds[k].values for k in ds.data_vars})
         if show_ops:
             out["op"] = [str(x) for x in ds.op.values]
-            out["footing"] = {ph: _footing_text(ds, ph) for ph in ("decode", "prefill")}
+        out["footing"] = footing
         out["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
         out["inputs"] = dict(point, ideal=ideal, realism=realism,
                              **({"draft_model": draft_model} if draft_model else {}))
@@ -252,6 +261,4 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         point["draft_model"] = draft_model
     v = {k: ds[k].item() for k in ds.data_vars if "op" not in ds[k].dims}
     click.echo(_roofline_text(v, ds["model"].item(), ds["hardware"].item(), ds.attrs.get("mode"),
-                              point, ops=ds))
-
-
+                              point, ops=ds, footing=footing))

@@ -76,7 +76,10 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
     if cached is not None and cached.is_file():
         try:
             with np.load(cached, allow_pickle=False) as z:
-                return _unpack(z)
+                # the digest inside must be the file's: a cache file renamed or swapped
+                # with another table's is another table's columns (parse again)
+                if "digest" in z.files and str(z["digest"]) == digest:
+                    return _unpack(z)
         except Exception:       # noqa: BLE001 (a damaged or foreign file: parse again)
             pass
     import io
@@ -87,12 +90,12 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
     cols = {c: (df[c].to_numpy() if df[c].dtype.kind in "biuf"
                 else np.asarray(df[c].astype(str).to_numpy(), dtype=str)) for c in df.columns}
     if cached is not None:
-        _write_cache(cached, cols)
+        _write_cache(cached, cols, digest)
     return cols
 
 
 #: Version of the cached layout (part of the file name: another layout is another file).
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 def _unpack(z) -> dict[str, np.ndarray]:
@@ -111,8 +114,9 @@ def _unpack(z) -> dict[str, np.ndarray]:
     return out
 
 
-def _write_cache(path: Path, cols: dict[str, np.ndarray]) -> None:
-    """Write the columns atomically (a temporary file renamed into place); errors ignored."""
+def _write_cache(path: Path, cols: dict[str, np.ndarray], digest: str) -> None:
+    """Write the columns and the digest of the table they came from atomically (a temporary
+    file renamed into place); errors ignored."""
     kinds, rows, groups, codes, labels = [], [], {}, [], []
     for v in cols.values():
         if v.dtype.kind == "U":
@@ -126,7 +130,8 @@ def _write_cache(path: Path, cols: dict[str, np.ndarray]) -> None:
             kinds.append(kind)
             rows.append(len(groups.setdefault(kind, [])))
             groups[kind].append(v)
-    arrays = {"columns": np.asarray(list(cols), dtype=str), "kinds": np.asarray(kinds, dtype=str),
+    arrays = {"digest": np.asarray(digest), "columns": np.asarray(list(cols), dtype=str),
+              "kinds": np.asarray(kinds, dtype=str),
               "rows": np.asarray(rows, dtype=np.int64),
               **{k: np.stack(v) for k, v in groups.items()}}
     if codes:

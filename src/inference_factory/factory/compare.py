@@ -199,7 +199,24 @@ def simulate_one(cfg: FactoryConfig, *, uncertainty=None) -> dict:
         from .bands import simulate_bands
         metrics = simulate_bands(cfg, metrics, uncertainty, trace=trace, cache_memo=memo)
     return {"config": cfg.path, "model": cfg.model, "price": cfg.price.id,
-            "engine": metrics["engine"], "scenario": metrics}
+            "engine": metrics["engine"], "scenario": metrics, "notes": slo_notes(cfg, metrics),
+            **({"published": dict(cfg.published)} if cfg.published else {})}
+
+
+def slo_notes(cfg: FactoryConfig, m: dict) -> list[str]:
+    """A target nothing meets, said rather than answered silently: the TPOT target when no
+    decode batch holds it (the smallest step is reported), the TTFT target when the median
+    request misses it."""
+    notes = []
+    if not m.get("meets_tpot_slo_at_operating_batch", True):
+        notes.append(f"nothing meets the TPOT target {cfg.tpot_slo_s * 1e3:.4g} ms (slo.tpot_s): "
+                     f"the fastest decode step gives TPOT p50 {m['tpot_p50_s'] * 1e3:.4g} ms; "
+                     f"goodput {m['goodput_frac']:.1%}")
+    if m.get("ttft_p50_s", 0.0) > cfg.ttft_slo_s:
+        notes.append(f"the median request misses the TTFT target {cfg.ttft_slo_s:.4g} s "
+                     f"(slo.ttft_s): TTFT p50 {m['ttft_p50_s']:.4g} s; goodput "
+                     f"{m['goodput_frac']:.1%}")
+    return notes
 
 
 def to_json(result: dict) -> str:
@@ -322,7 +339,10 @@ def format_compare(result: dict) -> str:
 
 
 def format_simulate(result: dict) -> str:
+    """The scenario's headline figures; with the config's ``[published]`` figures, a
+    ``published`` column beside them (and the ratio predicted / published)."""
     s = result["scenario"]
+    pub = {k: v for k, v in result.get("published", {}).items() if k != "source"}
     lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
              f"engine {s.get('engine', '')}",
              f"GPU-hours: price basis {s.get('price_basis', '')}; tokens per MW: power basis "
@@ -330,9 +350,17 @@ def format_simulate(result: dict) -> str:
              f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "
              f"({s['arrival_rate_source']}); cache hit rate {s['cache_hit_rate_source']}"]
     w = max(len(label) for _, label, _ in HEADLINE)
+    if pub:
+        lines.append(f"{'':{w}}  {'predicted':>14}  {'published':>14}  {'ratio':>6}  "
+                     f"(published: {result['published']['source']})")
     for key, label, fmt in HEADLINE:
         if key in s:
-            lines.append(f"{label:{w}}  {_fmt(s.get(key), fmt):>14}")
+            row = f"{label:{w}}  {_fmt(s.get(key), fmt):>14}"
+            if key in pub:
+                ratio = s[key] / pub[key] if pub[key] else math.nan
+                row += f"  {_fmt(pub[key], fmt):>14}  {_fmt(ratio, '{:.2f}'):>6}"
+            lines.append(row)
     if s.get("payback_absent"):
         lines.append(f"note: {s['payback_absent']}")
+    lines += [f"note: {n}" for n in result.get("notes", [])]
     return "\n".join(lines)

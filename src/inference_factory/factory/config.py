@@ -128,6 +128,9 @@ class FactoryConfig:
     #: None: the default profile). simulate uses its name and policy only
     #: (:data:`~inference_factory.specs.engines.FACTORY_USES`).
     engine: Any = None
+    #: What the operator published about the same day (``[published]``: ``source`` and
+    #: figures by simulate metric name), printed beside the prediction; not inherited.
+    published: dict = field(default_factory=dict, compare=False)
 
     def with_levers(self, levers: Levers) -> "FactoryConfig":
         return dataclasses.replace(self, levers=levers)
@@ -279,6 +282,9 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
         why = architecture(spec).tp_error(pool.tp)     # each attention kind's heads split whole
         if why:
             raise SpecError(f"{p}: {key}.{why}")
+        if pool.unit_gpus % (pool.tp * pool.dp):       # a unit holds whole instances
+            raise SpecError(f"{p}: {key}.unit_gpus = {pool.unit_gpus} must be a multiple of "
+                            f"the instance's tp x dp = {pool.tp * pool.dp} GPUs")
 
     lv = doc.levers
     bl = base.levers if base else Levers()
@@ -337,7 +343,8 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
     cfg = FactoryConfig(name=name, description=desc, model=spec.name, price=prices[price_id],
                         workload=workload, trace_path=trace, prefill=prefill, decode=decode,
                         levers=Levers(**lk), ttft_slo_s=ttft, tpot_slo_s=tpot,
-                        target_utilization=util, economics=econ, path=str(p), engine=engine)
+                        target_utilization=util, economics=econ, path=str(p), engine=engine,
+                        published=_published(p, doc.published))
     if bt:
         bpath = (p.parent / bt).resolve() if not os.path.isabs(bt) else Path(bt)
         cfg = dataclasses.replace(cfg, baseline_path=str(bpath))
@@ -352,6 +359,15 @@ def load_config(path: str | os.PathLike, *, with_baseline: bool = True,
                                     price=cfg.price, model=cfg.model)
             cfg = dataclasses.replace(cfg, baseline=b)
     return cfg
+
+
+def _published(p, pub) -> dict:
+    """``[published]`` as a dict; its figures need the ``source`` they are from."""
+    out = pub.model_dump(exclude_none=True) if pub is not None else {}
+    if out and not out.get("source"):
+        raise SpecError(f"{p}: published.source is missing: name the source tag of "
+                        "docs/REFERENCES.md the figures are from")
+    return out
 
 
 def _price_basis(p, econ: CostModel, hw) -> CostModel:
@@ -389,20 +405,26 @@ def with_engine(cfg: FactoryConfig, engine=None, where: str = "--engine") -> Fac
 
 
 def with_price_basis(cfg: FactoryConfig, price_basis: str | None = None,
-                     power_basis: str | None = None) -> FactoryConfig:
+                     power_basis: str | None = None, _side: bool = False) -> FactoryConfig:
     """``cfg`` (and its baseline) re-priced on ``price_basis`` and/or counted on
     ``power_basis`` (``--price-basis`` / ``--power-basis`` of simulate and compare: the option
-    wins over the file's own rental rate)."""
+    wins over the file's own rental rate). A price basis on a capex config is refused
+    (:class:`~inference_factory.specs.prices.CostModel`); a capex baseline keeps its capex
+    and its label says so."""
     if price_basis is None and power_basis is None:
         return cfg
     ec = cfg.economics
+    if _side and ec.cost_basis == "capex":
+        price_basis = None
     if price_basis is not None:
         ec = dataclasses.replace(ec, price_basis=price_basis, rental_usd_per_gpu_hour=0.0)
     if power_basis is not None:
         ec = dataclasses.replace(ec, power_basis=power_basis)
+    if ec.rate_from_basis:      # re-read from the basis, so the label names it, not a user rate
+        ec = dataclasses.replace(ec, rental_usd_per_gpu_hour=0.0)
     ec = _price_basis(cfg.path or "--price-basis", ec, load_hardware(cfg.decode.hardware))
     out = dataclasses.replace(cfg, economics=ec)
     if cfg.baseline is not None:
         out = dataclasses.replace(out, baseline=with_price_basis(cfg.baseline, price_basis,
-                                                                 power_basis))
+                                                                 power_basis, _side=True))
     return out

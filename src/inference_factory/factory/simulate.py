@@ -368,6 +368,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         "static_batch_efficiency": static_eff,
         "colocated_interference": interference,
         "decode_batch_per_instance": dp_.batch * dpool.dp,
+        "prefill_prompts_per_pass": chunk_tokens / max((1.0 - hit_rate) * p_bar, 1.0),
         "meets_tpot_slo_at_operating_batch": dp_.meets_slo,
         "ttft_p50_s": float(ttft_q[0]), "ttft_p99_s": float(ttft_q[1]),
         "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,

@@ -95,6 +95,9 @@ class _Rows:
     def trace(self, block_tokens: int) -> Trace:
         if not self.arrival:
             raise SpecError(f"{self.path}: no requests in file")
+        if not any(self.out):       # nothing to decode: every per-token figure is 0 / 0
+            raise SpecError(f"{self.path}: every request has output_length 0; a trace "
+                            "needs output tokens to decode (give at least one request > 0)")
         n = len(self.arrival)
         arrival = np.asarray(self.arrival, np.float64)
         inp = np.asarray(self.inp, np.int64)

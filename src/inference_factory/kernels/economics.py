@@ -82,6 +82,12 @@ def tokens_per_s_per_mw(*, tokens_per_s, facility_power_w):
     return tokens_per_s / (facility_power_w / 1e6)
 
 
+def joules_per_token(*, tokens_per_s, facility_power_w):
+    r"""Facility energy per token, :math:`E = P_{fac} / T` (J = W s); the inverse of
+    :func:`tokens_per_s_per_mw` up to its 10^6. The power basis is the caller's."""
+    return facility_power_w / tokens_per_s
+
+
 def facility_power_w_per_gpu(*, power_basis, gpu_power_w, pue, allin_kw_per_gpu):
     r"""Facility power charged to one GPU, on a named power basis.
 

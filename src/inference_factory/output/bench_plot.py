@@ -66,10 +66,13 @@ def _band(ax, df, x: str, y: str, scale: float, color: str) -> None:
 
 
 def draw_bench(frames: Sequence[tuple[str, Any]], measured: Any = None, *,
-               size: tuple[float, float] = (12.0, 5.0), dpi: int = 100):
+               size: tuple[float, float] = (12.0, 5.0), dpi: int = 100,
+               title: str | None = None):
     """The figure :func:`plot_bench` writes: a matplotlib ``Figure`` (Agg canvas) with two
     axes, ``fig.axes[0]`` throughput/GPU vs interactivity, ``fig.axes[1]`` median TTFT vs
-    concurrency; each label's line carries the label, measured markers ``"measured"``."""
+    concurrency; each label's line carries the label, measured markers ``"measured"``.
+    ``title``: the figure's title (default: the first frame's model, hardware, ISL/OSL
+    columns where it has them)."""
     require("matplotlib", "--plot", extra="plots")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -129,6 +132,9 @@ def draw_bench(frames: Sequence[tuple[str, Any]], measured: Any = None, *,
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
     left.legend(fontsize="small")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+        return fig
     first = series[0][1]
     title = [str(first[c].iloc[0]) for c in ("model", "hardware") if c in first.columns
              and first[c].notna().any()]
@@ -141,15 +147,16 @@ def draw_bench(frames: Sequence[tuple[str, Any]], measured: Any = None, *,
 
 def plot_bench(frames: Sequence[tuple[str, Any]], path: str | os.PathLike,
                measured: Any = None, *, size: tuple[float, float] = (12.0, 5.0),
-               dpi: int = 100) -> Path:
+               dpi: int = 100, title: str | None = None) -> Path:
     """Draw :func:`draw_bench` and write it to ``path`` (.png, .svg, .pdf) atomically.
     ``frames``: ``[(label, points), ...]``, each a DataFrame (or ``bench``'s Dataset, or a
     list of point dicts) with vLLM's column names; ``measured``: the same, e.g. from
-    ``read_bench_results``. Returns the path written."""
+    ``read_bench_results``; ``title`` the figure's (:func:`draw_bench`). Returns the path
+    written."""
     target = Path(path)
     if target.suffix.lower() not in PLOT_FORMATS:
         raise SpecError(f"--plot {path}: the name must end in one of {list(PLOT_FORMATS)}")
-    fig = draw_bench(frames, measured, size=size, dpi=dpi)
+    fig = draw_bench(frames, measured, size=size, dpi=dpi, title=title)
     with atomic_output(target, option="--plot") as tmp:
         fig.savefig(tmp, dpi=dpi, format=target.suffix.lstrip(".").lower())
     return target

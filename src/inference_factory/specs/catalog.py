@@ -141,6 +141,7 @@ def _resolve(name: str | os.PathLike, kind: str, folder: Path | None) -> Path:
             st = None
         if st is None or not stat.S_ISDIR(st.st_mode):
             raise SpecError(f"{f}: {kind} folder not found")
+        _warn_if_empty(f, kind)
         stats.append(st)
     key = s.lower()
     for i, (f, st) in enumerate(zip(folders, stats)):
@@ -213,11 +214,28 @@ def load_model(name: str | os.PathLike, folder: str | os.PathLike | None = None)
     return _cached(_resolve(name, "models", folder), _parse_model)
 
 
+_WARNED_EMPTY: set = set()
+
+
+def _warn_if_empty(folder: Path, kind: str) -> None:
+    """A user's folder (``INFERENCE_FACTORY_<KIND>_DIR`` or ``folder=``) without one .toml
+    file is almost surely a wrong path: said once, as a warning (the bundled specs still
+    serve)."""
+    from .files import bundled_dir
+
+    f = Path(folder)
+    if f not in _WARNED_EMPTY and f != bundled_dir(kind) and not any(f.glob("*.toml")):
+        from ..errors import warn
+        _WARNED_EMPTY.add(f)
+        warn(f"{f}: the {kind} folder holds no .toml file; only the bundled {kind} are used")
+
+
 def _list(kind: str, folder) -> list[str]:
     folders = [Path(folder)] if folder is not None else data_dirs(kind)
     for f in folders:
         if not f.is_dir():
             raise SpecError(f"{f}: {kind} folder not found")
+        _warn_if_empty(f, kind)
     return sorted({p.stem for f in folders for p in f.glob("*.toml")})
 
 

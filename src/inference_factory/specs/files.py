@@ -56,6 +56,22 @@ def data_dir(kind: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+def read_text(path: Path) -> str:
+    """A UTF-8 text file's text; a missing file, a folder or another encoding (UTF-16, a
+    latin-1 byte) is one line naming the file and the byte."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a folder, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); "
+                        "save it as UTF-8") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:

@@ -208,6 +208,8 @@ def check_values(name: str, values: Sequence[Any], where: str) -> tuple:
     out: list[Any] = []
     seen: set = set()
     for v in values:
+        if name in TOKEN_AXES and isinstance(v, str):
+            v = scalar(expand_k(v))     # --kv-len 8k
         if name in NUMERIC_AXES or name in STRUCT_NUMBERS:
             if name in NUMERIC_AXES:
                 _, unit, lo, hi, whole = NUMERIC_AXES[name]
@@ -265,6 +267,8 @@ def parse_assignment(text: str, where: str, *, allowed: Iterable[str] = ENGINE_A
     if name not in allowed:
         raise SpecError(f"{at}: unknown axis {name!r}{did_you_mean(name, allowed) or ';'} "
                         f"allowed: {list(allowed)}")
+    if name in TOKEN_AXES:
+        spec = expand_k(spec)           # kv_len=1k,8k, prompt_len=1k,2k,4k,...,128k
     values = parse_values(spec, at)
     if not lists and len(values) != 1:
         raise SpecError(f"{at}: give one value (this option does not take lists)")
@@ -282,6 +286,21 @@ _TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kK]?)\s*$")
 TOKENS_PER_K = 1024
 #: Largest token count a length option takes (far above any model's context).
 MAX_TOKENS = 10_000_000
+
+
+#: Axes that count tokens: their values read ``1k``/``8k`` (:data:`TOKENS_PER_K`) as the
+#: length options do.
+TOKEN_AXES = ("kv_len", "prompt_len", "final_len")
+_K_TERM = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[kK](?![\w])")
+
+
+def expand_k(spec: str) -> str:
+    """``"1k,8k"`` -> ``"1024,8192"``: every ``Nk`` term of a token axis's specification as
+    its token count (a fraction such as 1.5k kept exact: 1536)."""
+    def tokens(m) -> str:
+        x = float(m.group(1)) * TOKENS_PER_K
+        return str(int(x)) if x.is_integer() else repr(x)      # exact: no rounding to 6 digits
+    return _K_TERM.sub(tokens, str(spec))
 
 
 def parse_tokens(text: Any, where: str) -> int:

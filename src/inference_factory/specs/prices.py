@@ -56,6 +56,16 @@ class CostModel:
     #: config that extends this one re-reads it for its own hardware and basis)
     rate_from_basis: bool = False
 
+    def __post_init__(self):
+        # a price basis prices rental or owning GPU-hours; under capex it would be ignored
+        # without a word (issue 30): refused, naming both keys
+        if self.cost_basis == "capex" and self.price_basis:
+            raise SpecError(f"price basis {self.price_basis!r} (--price-basis, "
+                            "economics.price_basis) prices rental or owning GPU-hours; the "
+                            "cost basis is capex (depreciation of capex_usd_per_gpu plus "
+                            "energy), which it would not change: drop it, or use cost basis "
+                            "rental (or tco)")
+
 
 @dataclass(frozen=True)
 class Price:
@@ -203,10 +213,11 @@ def _read_csv_basis(p: Path) -> PriceBasis:
     import csv
     import math
 
-    try:
-        rows = list(csv.DictReader(p.open(newline="", encoding="utf-8")))
-    except FileNotFoundError:
-        raise SpecError(f"{p}: file not found") from None
+    import io
+
+    from .files import read_text
+
+    rows = list(csv.DictReader(io.StringIO(read_text(p), newline="")))
     if not rows or not {"hardware", "usd_per_gpu_hour"} <= set(rows[0]):
         raise SpecError(f"{p}: a price-basis CSV needs the columns hardware,usd_per_gpu_hour "
                         "(and optionally source,date)")

@@ -51,7 +51,7 @@ from .schema_specs import (HardwareCompute, HardwareFile, HardwareMeasured, Hard
                            HardwareScaleUp, ModelArchitecture, ModelAttention, ModelFfn,
                            ModelFile, ModelMoe, ModelMtp, _TFLOPS)
 from .schema_config import (ConfigClass, ConfigDecode, ConfigEconomics, ConfigFleet,  # noqa: F401
-                            ConfigLevers, ConfigModel, ConfigPrefill, ConfigSlo,
+                            ConfigLevers, ConfigModel, ConfigPublished, ConfigPrefill, ConfigSlo,
                             ConfigWorkload, FactoryConfigFile, PriceRow, PricesFile,
                             SweepEconomics, SweepFile,
                             SweepHeader, _AXIS_DOC, _AxisValue, _FixedValue, _Pool, _frac)

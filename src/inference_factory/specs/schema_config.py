@@ -130,6 +130,28 @@ class ConfigEconomics(_Schema):
     decode_frac_of_tdp: Optional[_frac("decode power, fraction of TDP")] = None
 
 
+class ConfigPublished(_Schema):
+    """What the operator the scenario describes published about the same day (system-level
+    figures: printed beside simulate's prediction as a check, never read by the model); each
+    key is the simulate metric of the same name. Not inherited through ``extends``."""
+
+    source: Optional[nonempty("source tag of docs/REFERENCES.md the figures are from "
+                              "(required with any figure)")] = None
+    input_tokens_per_day: Optional[num(0.0, MAX_TOKENS_PER_DAY, "input tokens per day")] = None
+    output_tokens_per_day: Optional[num(0.0, MAX_TOKENS_PER_DAY, "output tokens per day")] = None
+    kv_tokens_per_output_token: Optional[num(0.0, 1e8, "KV tokens read per output token")] = None
+    decode_tokens_per_s_per_gpu: Optional[num(0.0, 1e9, "output tokens/s per decoding GPU")] = None
+    prefill_tokens_per_s_per_gpu: Optional[num(0.0, 1e9, "input tokens/s per prefilling GPU "
+                                                        "(cache hits included)")] = None
+    gpus_avg: Optional[num(0.0, MAX_GPUS, "GPUs, average over the day")] = None
+    gpus_peak: Optional[num(0.0, MAX_GPUS, "GPUs, peak")] = None
+    nodes_avg: Optional[num(0.0, MAX_GPUS, "nodes, average over the day")] = None
+    nodes_peak: Optional[num(0.0, MAX_GPUS, "nodes, peak")] = None
+    revenue_usd_per_day: Optional[num(0.0, MAX_USD, "revenue, USD per day")] = None
+    cost_usd_per_day: Optional[num(0.0, MAX_USD, "cost, USD per day")] = None
+    cost_profit_margin: Optional[num(-1.0, 1e6, "(revenue - cost) / cost")] = None
+
+
 class FactoryConfigFile(_Schema):
     """A factory scenario config (``configs/factory.toml``; every key in docs/CONFIG.md)."""
 
@@ -148,6 +170,7 @@ class FactoryConfigFile(_Schema):
     slo: Optional[ConfigSlo] = None
     fleet: Optional[ConfigFleet] = None
     economics: Optional[ConfigEconomics] = None
+    published: Optional[ConfigPublished] = None
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,6 +58,21 @@ def load_uncertainty(path: str | os.PathLike | None = None) -> Uncertainty:
     return _cached(p, _parse)
 
 
+def _domains() -> dict[str, tuple[float, float]]:
+    from ..axes import STRUCT_NUMBERS
+
+    frac = (0.0, 1.0)
+    return {"expert_skew": STRUCT_NUMBERS["expert_skew"],
+            "context_cv": STRUCT_NUMBERS["context_cv"], "acceptance_rate": frac,
+            "runtime_reserve_frac": frac, "overlap_comm_sm_frac": frac}
+
+
+#: Where each assumption's range may lie: the fractions in [0, 1], the skew and the context
+#: spread in their engine axes' ranges (axes.STRUCT_NUMBERS), so a band never draws a value
+#: the engine refuses (an acceptance of 1.2 was accepted).
+ASSUMPTION_DOMAINS = _domains()
+
+
 def _parse(p: Path) -> Uncertainty:
     from .schema_base import check
     from .schema_uncertainty import UncertaintyFile
@@ -70,6 +85,11 @@ def _parse(p: Path) -> Uncertainty:
     for k, r in f.assumptions.items():
         if r.low > r.high:
             raise SpecError(f"{p}: assumptions.{k}.low = {r.low:g} is above high = {r.high:g}")
+        lo, hi = ASSUMPTION_DOMAINS[k]
+        for end, v in (("low", r.low), ("high", r.high)):
+            if not lo <= v <= hi:
+                raise SpecError(f"{p}: assumptions.{k}.{end} = {v:g} is outside the "
+                                f"quantity's own domain; allowed [{lo:g}, {hi:g}]")
     return Uncertainty(
         draws=f.sampling.draws, seed=f.sampling.seed, levels=f.sampling.levels, quantiles=q,
         measured_sigma_ln={d: {k: float(v.sigma_ln) for k, v in fams.items()}

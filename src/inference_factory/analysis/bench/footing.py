@@ -9,23 +9,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..footing import precision_note
 from ..plan.footing import footing_of
-
-
-def precision_note(m, hw, precisions: Mapping[str, str]) -> str:
-    """``"experts stored in fp4 and computed at fp8 on H200-SXM (weight-only: no fp4 tensor
-    cores)"``: each of the weights' and experts' precisions the device has no tensor cores
-    for, and what the engine computes them at (:func:`compute_precision`); empty if none."""
-    from ...engine import compute_precision
-
-    notes = []
-    for key, what in (("weight_precision", "weights"), ("moe_precision", "experts")):
-        p = precisions.get(key)
-        if p is None or (key == "moe_precision" and not m.is_moe) or p in hw.dense_flop_per_s:
-            continue
-        notes.append(f"{what} stored in {p} and computed at {compute_precision(hw, p)} on "
-                     f"{hw.name} (weight-only: no {p} tensor cores)")
-    return "; ".join(notes)
 
 
 def bench_footing(m, hw, *, decode_pool, prefill_pool, axes: Mapping[str, Any], state,

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..closed_loop import Pool, StepTable, solve_loop, step_table
 from ...engine import architecture
+from ...bounds import MAX_BAND_CONCURRENCIES
 from ...errors import SpecError
 from ...kernels import serving as ks
 from ...specs import DEFAULT_HARDWARE, load_hardware, load_model
@@ -60,7 +61,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
           range_ratio: float = 1.0, concurrency: Iterable[int] | int = DEFAULT_CONCURRENCY,
           num_prompts: int | None = None, engine: str | ServingEngine | None = None,
           engine_time: bool = True, realism: Any = None, seed: int = 0,
-          uncertainty: Any = None, as_frame: bool = False):
+          uncertainty: Any = None, as_frame: bool = False, redundant_experts: int = 0):
     """Predict ``vllm bench serve`` on one deployment at each concurrency.
 
     Aggregated (one instance of ``tp`` x ``dp`` GPUs, experts over ``ep``) unless
@@ -73,6 +74,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     ``engine_time=False`` drops the engine's own time (poll waits, host time).
     ``uncertainty`` (True, "components" or an ``Uncertainty``) adds ``<name>_low`` and
     ``<name>_high`` (the 80 % band, :mod:`.bands`) beside each throughput and latency.
+    ``redundant_experts``: extra expert replicas for load balance (``-p ...,
+    redundant_experts=N``, as ``roofline`` and ``plan`` take it).
 
     Returns an ``xr.Dataset`` over ``concurrency`` whose variables carry
     ``vllm bench serve --save-result``'s keys and units (``median_ttft_ms``, ``output_throughput``,
@@ -99,6 +102,11 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     if num_prompts is not None and _whole("num_prompts", num_prompts) < max(conc):
         raise SpecError(f"num_prompts = {num_prompts!r} must be at least the largest "
                         f"concurrency ({max(conc)}): fewer prompts never fill the clients")
+    if uncertainty not in (None, False) and len(conc) > MAX_BAND_CONCURRENCIES:
+        raise SpecError(f"uncertainty over {len(conc):,} concurrency values: the band solves "
+                        "the closed loop once per value and draw (64 draws), so it is bounded "
+                        f"to {MAX_BAND_CONCURRENCIES} values; give fewer, e.g. 1,2,4,...,2048 "
+                        "(12 values), or drop --uncertainty")
     p_pool, d_pool = _pool(prefill_pool, "prefill_pool"), _pool(decode_pool, "decode_pool")
     if (p_pool is None) != (d_pool is None):
         raise SpecError("a disaggregated deployment needs both prefill_pool and decode_pool")
@@ -125,6 +133,8 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
                                   combine_precision=combine_precision).items() if v is not None}
     axes["draft_depth"] = _whole("draft_depth", draft_depth, lo=0)
     axes["overlap"] = overlap
+    if _whole("redundant_experts", redundant_experts, lo=0):
+        axes["redundant_experts"] = int(redundant_experts)
     if acceptance_rate is not None:
         axes["acceptance_rate"] = float(acceptance_rate)
     extra = {"draft_model": draft_model} if draft_model is not None else {}
@@ -181,9 +191,10 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     gpus = d_pool.gpus if colocated else d_pool.gpus + p_pool.gpus
     deployment = (agg.label() if colocated else
                   f"{p_pool.instances}p:{p_pool.label()} + {d_pool.instances}d:{d_pool.label()}")
+    from ..footing import resolved_precisions
     from .footing import bench_footing
 
-    resolved = _resolved_precisions(m, hw, axes)
+    resolved = resolved_precisions(m, hw, axes)
     footing = bench_footing(m, hw, decode_pool=d_pool, prefill_pool=p_pool,
                             axes={**axes, **extra}, state=st,
                             tokens_per_step=d_tab.tokens_per_step, prompt_tokens=i_mean,
@@ -193,22 +204,6 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
                       deployment=deployment, isl=isl, osl=osl, range_ratio=float(range_ratio),
                       engine=eng, engine_time=engine_time, decode=d_tab, prefill=p_tab,
                       precisions={**axes, **resolved}, footing=footing, as_frame=as_frame)
-
-
-def _resolved_precisions(m, hw, axes: Mapping[str, Any]) -> dict[str, str]:
-    """The precisions the engine runs (its defaults resolved by its one check,
-    ``validate_struct``), and ``precision``: the experts' of a MoE model, else the weights'
-    (what a benchmark's ``precision`` label names: InferenceX's ``fp4`` DeepSeek-R1)."""
-    from ...axes import STRUCT_AXES
-    from ...engine import validate_struct
-    from ...specs.realism import load_realism
-
-    g = validate_struct(m, hw, {**STRUCT_AXES, **{k: v for k, v in axes.items()
-                                                  if k.endswith("_precision")}},
-                        load_realism())
-    return {"weight_precision": g.wprec, **({"moe_precision": g.eprec} if m.is_moe else {}),
-            "kv_precision": g.kvprec, "attention_precision": g.aprec,
-            "precision": g.eprec if m.is_moe else g.wprec}
 
 
 def _whole(name: str, v: Any, lo: int = 1) -> int:

@@ -4,8 +4,12 @@ ranking across vendors shows what it stands on."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:       # annotations only: the one-point roofline report loads no pandas
+    import pandas as pd
 
 #: Op cost sources read from a measured table at or between its rows.
 MEASURED_SOURCES = ("measured", "interpolated")
@@ -63,7 +67,8 @@ def footing_label(measured_share: float, table_share: float) -> str:
     return "partly measured"
 
 
-def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[str, float]:
+def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None, prefill_hw=None,
+               prefill_precisions=None) -> dict[str, float]:
     """The footing of one deployment (a plan row): the engine's per-op sources
     (``evaluate_arrays(..., detail="ops")``, the arrays of ``evaluate(..., detail="ops")``
     without building a Dataset) at its decode point and at its prefill point, each
@@ -72,7 +77,8 @@ def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[s
 
     Returns ``measured_share`` (measured + interpolated rows), ``table_share`` (with
     extrapolated rows), ``decode_measured_share``, ``prefill_measured_share`` and the
-    ``footing`` label (:func:`footing_label`)."""
+    ``footing`` label (:func:`footing_label`). ``prefill_hw`` and ``prefill_precisions``:
+    a prefill pool on another device (simulate's split pools; default: ``hw``, the row's)."""
     from ...engine import evaluate_arrays
 
     opts = dict(engine_options or {})
@@ -81,15 +87,16 @@ def footing_of(m, hw, row, *, isl: int, osl: int, engine_options=None) -> dict[s
                                  "combine_precision") if k in row and isinstance(row[k], str)}
     fixed = dict(prompt_len=float(isl), kv_len=float(isl + osl / 2), final_len=float(isl + osl))
     shares, weights = {}, {}
-    for phase, prefix, ov, rate, tokens in (
-            ("decode", "", "overlap", "decode_tokens_per_s_per_gpu", osl),
-            ("prefill", "prefill_", "prefill_overlap", "prefill_tokens_per_s_per_gpu", isl)):
+    for phase, prefix, ov, rate, tokens, dev, pr in (
+            ("decode", "", "overlap", "decode_tokens_per_s_per_gpu", osl, hw, precs),
+            ("prefill", "prefill_", "prefill_overlap", "prefill_tokens_per_s_per_gpu", isl,
+             prefill_hw or hw, {**precs, **(prefill_precisions or {})})):
         shape = {k: int(row[f"{prefix}{k}"]) for k in ("tp", "dp", "ep")}
         r = float(row.get(rate, np.nan))
         overlap = row.get(ov) or "none"
         if not (np.isfinite(r) and r > 0):
             continue
-        ops = evaluate_arrays(m, hw, detail="ops", **shape, **precs, overlap=str(overlap),
+        ops = evaluate_arrays(m, dev, detail="ops", **shape, **pr, overlap=str(overlap),
                               batch_size=float(row["batch_size"]),
                               draft_depth=float(row["draft_depth"]),
                               prefill_batch_size=float(row["prefill_batch_size"])

@@ -61,6 +61,7 @@ from ...specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from .candidates import _candidates, _shape_grid
 from .ranking import OBJECTIVES, _front, _rank, _recommend, _size_for_load
 from .footing import add_footing
+from .energy import add_energy
 from .config import config_toml, plot_front  # noqa: F401 (re-exported)
 
 __all__ = ["plan", "PlanResult", "candidate_shapes", "output_tokens_per_s_per_gpu_all_in",
@@ -391,6 +392,7 @@ def plan(model: str | ModelSpec, hardware: str | HardwareSpec | Sequence, *, gpu
     recs = _recommend(cand, hws, objective, notes)
     recs = add_footing(recs, cand, m, hws, isl=isl, osl=osl, engine_options=engine_kw)
     recs = add_launch(recs, m, used)
+    recs = add_energy(recs, hws, cost, isl=isl, osl=osl)     # on the named bases
     if uncertainty is not None and uncertainty is not False:
         from .bands import add_bands
         if kwargs.get("ideal"):

@@ -214,9 +214,16 @@ def write_result(ds: xr.Dataset, path: str | os.PathLike, *, scheduler: Any = No
             max_rows = _block_points(ds)
         with dask_scheduler(scheduler) as client:
             if suffix == ".nc":
-                job = ds.to_netcdf(tmp, engine="netcdf4", compute=not is_lazy(ds))
-                if is_lazy(ds):
-                    _run(job, client=client, progress=progress)
+                try:
+                    job = ds.to_netcdf(tmp, engine="netcdf4", compute=not is_lazy(ds))
+                    if is_lazy(ds):
+                        _run(job, client=client, progress=progress)
+                except RuntimeError as exc:     # netCDF4/HDF5 report a failed write so
+                    if not str(exc).startswith("NetCDF"):
+                        raise                   # a failed computation is not a failed write
+                    raise SpecError(f"--output {path}: cannot write the netCDF file ({exc}: "
+                                    "a full disk or a file-size limit?); nothing was "
+                                    "written") from None
             elif suffix == ".zarr":
                 job = ds.to_zarr(tmp, mode="w", compute=not is_lazy(ds), consolidated=True,
                                  zarr_format=2)
