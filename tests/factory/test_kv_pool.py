@@ -101,3 +101,28 @@ def test_a_pool_that_holds_everyone_never_retracts():
         s = run(adm, pool=90.0)
         assert s[kp.RETRACTIONS] == 0 and s[kp.ADMISSIONS] == 4
         assert s[kp.RUNNING_S] == 4 * s[kp.DECODE_STEPS]
+
+
+def test_bench_past_the_pool_preempts_and_falls_under_vllm_but_not_guaranteed():
+    # Llama-3.1-70B, 8 x H100, BF16 KV, 8K/1K: the pool holds about 140 sequences at their
+    # final length. vLLM V1 admits by prompt blocks, overcommits and preempts the latest
+    # (some % of requests prefilled again), so past the pool its throughput falls; an engine
+    # that reserves whole outputs (``ideal``: guaranteed) stays at the final-length fit
+    from inference_factory.analysis.bench import bench
+    from inference_factory.engine import evaluate_arrays
+
+    fit = float(evaluate_arrays("Llama-3.1-70B", "H100-SXM", batch_size=1.0, tp=8,
+                                kv_precision="bf16", kv_len=8192.0, final_len=9216.0,
+                                variables=["max_batch_size"])["max_batch_size"])
+    kw = dict(tp=8, kv_precision="bf16", isl=8192, osl=1024, range_ratio=0.8,
+              concurrency=[128, 512], as_frame=True)
+    v = bench("Llama-3.1-70B", "H100-SXM", engine="vllm", **kw).set_index("max_concurrency")
+    assert v.loc[128, "kv_retractions_per_request"] == 0.0          # the pool holds 128
+    assert v.loc[512, "kv_retractions_per_request"] > 0.02
+    assert v.loc[512, "kv_recompute_frac"] > 0.02
+    assert v.loc[512, "decode_batch_per_rank"] > fit                 # overcommitted
+    # and the recompute costs more than the larger batch gains (2,096 -> 2,026 tok/s/GPU seen)
+    assert v.loc[512, "output_throughput"] < v.loc[128, "output_throughput"]
+    i = bench("Llama-3.1-70B", "H100-SXM", engine="ideal", **kw).set_index("max_concurrency")
+    assert i.loc[512, "kv_retractions_per_request"] == 0.0
+    assert i.loc[512, "decode_batch_per_rank"] == pytest.approx(fit)
