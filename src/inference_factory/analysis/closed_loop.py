@@ -69,6 +69,20 @@ class StepTable:
     pass_s: np.ndarray
     prefill_binding: np.ndarray
     max_batch: float                 # sequences per DP rank that fit at ISL + OSL
+    pool_tokens: float = np.inf      # a DP rank's KV pool in tokens (HBM left / bytes a token)
+    seq_overhead_tokens: float = 0.0  # a sequence's own bytes (activations, state) in tokens
+    weight_bytes: float = 0.0        # per GPU, and the GPU's memory and the bytes a token
+    hbm_bytes: float = 0.0           # takes per GPU (an engine's own pool share:
+    bytes_per_token: float = 0.0     # :meth:`engine_pool_tokens`)
+
+    def engine_pool_tokens(self, memory_fraction: float | None) -> float:
+        """The pool an engine that gives ``memory_fraction`` of the GPU's memory to weights
+        and KV together keeps (SGLang's --mem-fraction-static: that share less the weights,
+        over the bytes a token takes); None: the engine's memory model's (``pool_tokens``)."""
+        if memory_fraction is None or not self.bytes_per_token > 0:
+            return self.pool_tokens
+        return max(memory_fraction * self.hbm_bytes - self.weight_bytes, 0.0) \
+            / self.bytes_per_token
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)
@@ -107,8 +121,14 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
             f"{float(np.asarray(probe['weight_bytes_per_gpu']).reshape(-1)[0]) / 1e9:.1f} GB of "
             f"weights per GPU leave no room for one sequence of {final_len:g} tokens; use "
             "more GPUs per instance or a lower precision")
+    pool_tok, overhead, per_token = _pool_tokens(m, hw, common, final_len)
     b = grid(min(batch_cap, max_batch))
     k = grid(min(max_prompts, b[-1]))
+    # an engine that overcommits its pool (analysis/full_memory.py) runs batches past the
+    # final-length fit, up to the prompts alone filling it: nodes beyond, the grid below kept
+    most = min(float(batch_cap), pool_tok / max(mean_prompt + overhead, 1.0))
+    if np.isfinite(most) and most > b[-1] * 1.01:
+        b = np.unique(np.concatenate([b, np.round(np.geomspace(b[-1], most, 6)[1:])]))
     r = evaluate_arrays(m, hw, batch_size=b[:, None], prefill_batch_size=k[None, :],
                         variables=["decode_step_s", "tokens_per_step", "decode_binding_resource",
                                    "prefill_step_s", "prefill_binding_resource"], **common)
@@ -118,7 +138,32 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
                      decode_binding=col(r["decode_binding_resource"])[:, 0],
                      prompts=k, pass_s=col(r["prefill_step_s"])[0, :].astype(float),
                      prefill_binding=col(r["prefill_binding_resource"])[0, :],
-                     max_batch=max_batch)
+                     max_batch=max_batch, pool_tokens=pool_tok, seq_overhead_tokens=overhead,
+                     weight_bytes=float(np.asarray(probe["weight_bytes_per_gpu"]).reshape(-1)[0]),
+                     hbm_bytes=float(hw.hbm_capacity_bytes), bytes_per_token=per_token)
+
+
+def _pool_tokens(m, hw, common, final_len: float) -> tuple[float, float, float]:
+    """A DP rank's KV pool in tokens, a sequence's fixed bytes in tokens and the bytes a
+    token takes per GPU, from the
+    engine's HBM use at batches 1 and 2 and two sequence lengths (the second batch's
+    sequence costs ``a + b L``: the pool is what weights and reserve leave, over b). The
+    lengths are the final length and half of it (a windowed layer's ring is taken at that
+    span: the line is exact between the two where both pass the window)."""
+    from ..engine import evaluate_arrays
+
+    lengths = np.array([0.5 * final_len, final_len])
+    r = evaluate_arrays(m, hw, batch_size=np.array([1.0, 2.0])[:, None],
+                        variables=["hbm_used_bytes_per_gpu"],
+                        **{**common, "kv_len": lengths[None, :], "final_len": lengths[None, :]})
+    used = np.broadcast_to(np.asarray(r["hbm_used_bytes_per_gpu"], dtype=float), (2, 2))
+    per_seq = used[1] - used[0]                       # a + b L at the two lengths
+    per_token = (per_seq[1] - per_seq[0]) / (lengths[1] - lengths[0])
+    if not per_token > 0:
+        return np.inf, 0.0, 0.0
+    fixed = used[0, 1] - per_seq[1]                   # weights + reserve
+    return (float((hw.hbm_capacity_bytes - fixed) / per_token),
+            float(max(per_seq[0] - per_token * lengths[0], 0.0) / per_token), float(per_token))
 
 
 # ---- the fixed point ------------------------------------------------------------------------
@@ -143,19 +188,29 @@ class LoopState:
     transfer_s: np.ndarray
     ttft_s: np.ndarray               # mean steady-state TTFT (first wave apart)
     passes_per_s: np.ndarray         # others' prefill passes per second a sequence sees
+    # where the KV pool is full (analysis/full_memory.py): whether it is, retractions and
+    # prompt tokens prefilled again per request, the retracted requests' wait (mean over all
+    # requests: it counts in their TPOT, not in tpot_s; the rest of the wait for a slot, in
+    # cap_wait_s, in TTFT)
+    kv_full: np.ndarray | None = None
+    retractions_per_request: np.ndarray | None = None
+    recompute_frac: np.ndarray | None = None
+    retracted_wait_s: np.ndarray | None = None
 
 
 def _colocated_round(b, m, x, *, td, tau, pass_s_of, max_prompts, recv, out_tokens,
-                     mixed_budget_tokens=None, mean_prompt=0.0) -> dict:
+                     mixed_budget_tokens=None, mean_prompt=0.0, recompute=0.0) -> dict:
     """One round of a colocated rank's loop at decode batch ``b`` with ``m`` requests in
     service and request rate ``x`` (per rank) from the round before: the prompts the poll
     window gathers, the pass, the others' stalls and the request rate they leave, then
     TPOT and TTFT (poll, queue, own prefill). :func:`solve_loop` (``m`` given by the
-    concurrency) and :func:`loop_at_batch` (``m`` implied by the batch) iterate it."""
+    concurrency) and :func:`loop_at_batch` (``m`` implied by the batch) iterate it.
+    ``recompute``: prompt tokens prefilled again per fresh one (a full KV pool's retracted
+    requests), which the others' stalls and the passes' utilisation carry."""
     k = ks.prompts_per_pass(request_rate_per_s=x, gather_window_s=recv * td, in_service=m,
                             max_prompts=max_prompts)
     t_pass = pass_s_of(k)
-    tp1 = t_pass / k
+    tp1 = t_pass / k * (1.0 + recompute)
     s = ks.others_prefill_stall_frac(request_rate_per_s=1.0, prefill_s_per_request=tp1,
                                      in_service=m)
     x = ks.closed_loop_request_rate_per_s(decoding_sequences=b, decode_step_s=td,
@@ -185,14 +240,17 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
                decode_ranks: int, prefill_ranks: int, engine: ServingEngine, dp_attention: bool,
                mean_prompt: float, mean_output: float, pass_prompts_max: float,
                transfer_s: float = 0.0, engine_time: bool = True,
-               decode_dp: int = 1) -> LoopState:
+               decode_dp: int = 1, lengths: Mapping[str, Any] | None = None) -> LoopState:
     """Steady state of the closed loop at each concurrency: the decode batch B per rank
     solving Little's law, ``B + X TTFT(X, B) = N`` per rank (requests are decoding or on
     their way to their first token), by bisection on B (the left side rises with B). The
     decode batch is capped by the request cap per rank and the memory fit and, on a
     disaggregated deployment, where the prefill pool's capacity binds (99 % of its largest
     passes back to back: the M/D/1 wait diverges there); clients beyond a cap wait for a
-    slot (``cap_wait_s``, Little's law on the waiting room)."""
+    slot (``cap_wait_s``, Little's law on the waiting room). ``lengths`` (isl, osl and
+    range_ratio or a trace's prompt_tokens and output_tokens; draft_depth, seed) turns on the full KV pool of a colocated deployment
+    (:func:`.full_memory.full_memory_state`): where the pool binds, the decode batch bound
+    is the simulated engine's and retracted requests' prefill again and wait enter."""
     c = np.asarray(concurrency, dtype=float)
     active = np.minimum(float(decode_ranks), c)              # ranks with work
     n = c / active                                            # requests per rank
@@ -205,6 +263,17 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     host_p = engine.host_s_per_prefill_pass if engine_time else 0.0
     prank = (active if colocated else float(prefill_ranks))   # prefill ranks with work
     mixed = engine.mixed_pass_tokens(decode_dp)   # None: prefill passes run on their own
+    fm = None
+    if lengths is not None and colocated:
+        from .full_memory import full_memory_state
+        fm = full_memory_state(n, table=decode, engine=engine, dp_attention=dp_attention,
+                               request_cap=engine.requests_per_rank(decode_dp),
+                               pass_tokens=engine.pass_tokens_per_rank(decode_dp),
+                               host_s_per_decode_step=host_d, host_s_per_prefill_pass=host_p,
+                               **lengths)
+        hi_b = np.where(fm["full"], np.minimum(np.minimum(n, engine.requests_per_rank(
+            decode_dp)), fm["batch"]), hi_b)
+    recompute = fm["recompute_frac"] if fm is not None else 0.0
 
     def pass_s_of(k):
         return prefill.prefill_pass_s(k) + host_p
@@ -219,7 +288,7 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
                 r = _colocated_round(b, hi_b, x, td=td, tau=tau, pass_s_of=pass_s_of,
                                      max_prompts=pass_prompts_max, recv=recv,
                                      out_tokens=out_tokens, mixed_budget_tokens=mixed,
-                                     mean_prompt=mean_prompt)
+                                     mean_prompt=mean_prompt, recompute=recompute)
                 x = r["x"]
             return dict(r, td=td, ttft=r["ttft"] + transfer_s)
         # disaggregated: the decode pool does not stall; a prefill-only server gathers the
@@ -264,6 +333,8 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
     g, st = excess(np.maximum(b, 1e-12))
     x = st["x"]
     cap_wait = np.where(g < 0, -g / np.maximum(x, 1e-300), 0.0)
+    retracted_wait = cap_wait * fm["retracted_share"] if fm is not None else np.zeros_like(c)
+    cap_wait = cap_wait - retracted_wait
     rate = x * active
     return LoopState(decoding=b, in_service=hi_b, request_rate_per_s=rate,
                      decode_step_s=st["td"], tpot_s=st["tpot"], stall_frac=st["f"],
@@ -273,7 +344,12 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
                      cap_wait_s=cap_wait, transfer_s=np.full_like(c, transfer_s),
                      ttft_s=st["ttft"] + cap_wait,
                      passes_per_s=(x * np.asarray(st["s"]) / np.maximum(st["t_pass"], 1e-300)
-                                   if colocated else np.zeros_like(c)))
+                                   if colocated else np.zeros_like(c)),
+                     kv_full=fm["full"] if fm is not None else np.zeros(c.shape, bool),
+                     retractions_per_request=(fm["retractions_per_request"] if fm is not None
+                                              else np.zeros_like(c)),
+                     recompute_frac=np.broadcast_to(recompute, c.shape).astype(float),
+                     retracted_wait_s=retracted_wait)
 
 
 def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,

@@ -256,6 +256,22 @@ def others_prefill_stall_frac(*, request_rate_per_s, prefill_s_per_request, in_s
     return request_rate_per_s * prefill_s_per_request * (m - 1.0) / m
 
 
+def retracted_wait_s(*, mean_wait_s, retractions_per_request, draw):
+    r"""A request's wait after being retracted (its KV freed when the pool ran out; it waits
+    in the queue, then is prefilled again), drawn per request.
+
+    .. math:: w = \begin{cases} \bar W / p & u < p \\ 0 & \text{else} \end{cases},
+              \qquad p = \min(r, 1)
+
+    :math:`\bar W` the mean over all requests, r the retractions per request, u a uniform
+    draw: a share p of the requests is retracted and carries the whole wait. The wait counts
+    in the request's TPOT (it had its first token). An ASSUMPTION: one retraction per
+    retracted request, its wait the same for all.
+    """
+    p = np.minimum(np.asarray(retractions_per_request, dtype=float), 1.0)
+    return np.where((draw < p) & (p > 0), mean_wait_s / np.maximum(p, 1e-300), 0.0)
+
+
 def poll_wait_s(*, recv_interval_steps, decode_step_s, busy_probability):
     r"""Mean time a new request waits for the scheduler to poll for it.
 

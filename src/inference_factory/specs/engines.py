@@ -38,6 +38,46 @@ _SUPPORT_DEFAULTS = dict(modes=("aggregated",), attention_dp=False, expert_paral
                          max_instance_gpus=8, cuda_graph_max_batch=0, kernel_tables="")
 
 
+#: what an engine does at full KV memory where neither it nor the device says: every request's
+#: prompt and whole output reserved at admission, so the pool is never full (today's bound)
+_KV_POOL_DEFAULTS = dict(admission="guaranteed", retract="newest", retract_speculative="newest",
+                         requeue="back", new_token_ratio_init=1.0, new_token_ratio_min_factor=1.0,
+                         new_token_ratio_decay_steps=1, retract_decode_steps=0,
+                         clip_max_new_tokens=1 << 30, schedule_conservativeness=1.0,
+                         conservativeness_dp_attention_factor=1.0, reserve_tokens_per_request=0.0,
+                         no_admission_after_retract=False)
+
+
+@dataclass(frozen=True)
+class KvPool:
+    """What an engine does when its KV pool is full (``configs/serving_engines.toml``
+    ``kv_pool``; simulated by :mod:`inference_factory.factory.kv_pool`)."""
+
+    admission: str
+    retract: str
+    retract_speculative: str
+    requeue: str
+    new_token_ratio_init: float
+    new_token_ratio_min_factor: float
+    new_token_ratio_decay_steps: int
+    retract_decode_steps: int
+    clip_max_new_tokens: int
+    schedule_conservativeness: float
+    conservativeness_dp_attention_factor: float
+    reserve_tokens_per_request: float
+    no_admission_after_retract: bool
+
+    def ratio(self, dp_attention: bool) -> tuple[float, float, float]:
+        """(initial, minimum, decay per decode step) of the new-token ratio: the initial
+        value times the conservativeness (times its DP-attention factor), at most 1; the
+        minimum a factor of it; the decay spreads the difference over the decay steps."""
+        cons = self.schedule_conservativeness * (
+            self.conservativeness_dp_attention_factor if dp_attention else 1.0)
+        r0 = min(self.new_token_ratio_init * cons, 1.0)
+        r_min = min(r0 * self.new_token_ratio_min_factor, 1.0)
+        return r0, r_min, (r0 - r_min) / self.new_token_ratio_decay_steps
+
+
 @dataclass(frozen=True)
 class Supports:
     """What an engine runs on one device (``configs/serving_engines.toml`` ``supports``)."""
@@ -101,6 +141,7 @@ class ServingEngine:
     engine: str = ""
     version: str = ""
     max_running_requests_speculative: int | None = None
+    kv_memory_fraction: float | None = None
     search_by_default: bool = True
     #: the device this profile was resolved for ('' until :meth:`on`), the device whose
     #: settings it took (``like``), the device's source and launch flags, its supports
@@ -112,6 +153,7 @@ class ServingEngine:
     #: whether it fuses the TP all-reduce with the residual add and RMSNorm on its device
     #: (None: not stated; the engine then reads the device's all-reduce table)
     fused_allreduce_norm: bool | None = None
+    kv_pool: KvPool = field(default_factory=lambda: KvPool(**_KV_POOL_DEFAULTS))
     launch: Mapping[str, str] = field(default_factory=dict, compare=False)
     fusion_by_device: Mapping[str, bool] = field(default_factory=dict, compare=False, repr=False)
     devices: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -147,8 +189,11 @@ class ServingEngine:
                  if k in _SCHEDULING and v is not None}
         by = self.fusion_by_device           # the device's, its `like` device's, the default
         fused = next((by[k] for k in (hw, like, "default") if k and k in by), None)
+        pool = {k: v for part in (base.get("kv_pool"), entry.get("kv_pool"))
+                for k, v in (part or {}).items() if v is not None}
         return dataclasses.replace(self, **sched, device=hw, settings_from=like or "",
                                    fused_allreduce_norm=fused,
+                                   kv_pool=dataclasses.replace(self.kv_pool, **pool),
                                    source=entry["source"], flags=merged.get("flags") or "",
                                    supports=Supports(**sup))
 
@@ -232,7 +277,7 @@ class ServingEngine:
                               dp_attention=dp > 1 if dp_attention is None else dp_attention)
 
 
-_SCHEDULING = ("prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attention",
+_SCHEDULING = ("kv_memory_fraction", "prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attention",
                "max_running_requests", "max_running_requests_speculative",
                "recv_interval_steps", "recv_interval_steps_high",
                "recv_interval_high_from_concurrency", "recv_interval_steps_dp_attention",
@@ -245,7 +290,8 @@ FACTORY_IGNORES = ("prefill_tokens_per_pass", "prefill_tokens_per_pass_dp_attent
                    "max_running_requests", "recv_interval_steps", "recv_interval_steps_high",
                    "recv_interval_high_from_concurrency", "recv_interval_steps_dp_attention",
                    "stream_interval_tokens", "host_s_per_decode_step",
-                   "host_s_per_prefill_pass", "dp_attention_divides_limits")
+                   "host_s_per_prefill_pass", "dp_attention_divides_limits", "kv_pool",
+                   "kv_memory_fraction")
 
 
 def default_serving_engine_name(path: str | os.PathLike | None = None) -> str:
@@ -349,6 +395,8 @@ def _parse(p: Path):
         d = e.model_dump()
         devices, sup, launch = d.pop("devices"), d.pop("supports"), d.pop("launch") or {}
         fusion = d.pop("fused_allreduce_norm") or {}
+        pool = {**_KV_POOL_DEFAULTS,
+                **{a: b for a, b in (d.pop("kv_pool") or {}).items() if b is not None}}
         for hw, entry in devices.items():
             if entry.get("like") and entry["like"] not in devices:
                 raise SpecError(f"{p}: engines.{k}.devices.{hw}.like = {entry['like']!r} is "
@@ -356,7 +404,7 @@ def _parse(p: Path):
         engines[k] = ServingEngine(name=k, path=str(p), devices=devices, launch=launch,
                                    fusion_by_device=fusion,
                                    base_supports={a: b for a, b in sup.items() if b is not None},
-                                   **d)
+                                   kv_pool=KvPool(**pool), **d)
     names = {f.default} | {e.engine for e in engines.values()}
     if f.default not in engines and f.default not in {e.engine for e in engines.values()}:
         raise SpecError(f"{p}: default = {f.default!r} is not a profile or engine; allowed: "

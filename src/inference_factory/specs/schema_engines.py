@@ -50,7 +50,47 @@ class SupportsEntry(_Schema):
                                          "for its kernels")
 
 
+class KvPoolEntry(_Schema):
+    """What the engine does when its KV pool is full (``factory/kv_pool.py``): how it admits
+    a waiting request, which running request it retracts (preempts) when a decode step finds
+    no free tokens, and where that request waits. Every field is optional in a device
+    table: a device replaces the fields it names."""
+
+    admission: Optional[Literal["guaranteed", "ratio", "exact", "prompt"]] = Field(
+        None, description="guaranteed: a request's prompt and whole output reserved (never "
+        "full); ratio: SGLang's new-token ratio estimate; exact: SGLang's lockstep check of "
+        "ignore-eos requests without a radix cache; prompt: vLLM V1, the prompt's blocks only")
+    retract: Optional[Literal["fewest-output", "newest"]] = Field(
+        None, description="the request retracted first: fewest generated tokens (longest "
+        "prompt first), or the one admitted last")
+    retract_speculative: Optional[Literal["fewest-output", "newest"]] = Field(
+        None, description="the same with a draft (speculative decoding)")
+    requeue: Optional[Literal["back", "front"]] = Field(
+        None, description="where a retracted request waits in the queue")
+    new_token_ratio_init: Optional[float] = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    new_token_ratio_min_factor: Optional[float] = Field(None, ge=0.0, le=1.0,
+                                                        allow_inf_nan=False)
+    new_token_ratio_decay_steps: Optional[int] = Field(None, ge=1, le=10_000_000)
+    retract_decode_steps: Optional[int] = Field(None, ge=0, le=100_000)
+    clip_max_new_tokens: Optional[int] = Field(None, ge=1, le=int(MAX_TOKENS))
+    schedule_conservativeness: Optional[float] = Field(None, ge=0.0, le=100.0,
+                                                       allow_inf_nan=False)
+    conservativeness_dp_attention_factor: Optional[float] = Field(
+        None, ge=0.0, le=100.0, allow_inf_nan=False)
+    reserve_tokens_per_request: Optional[float] = Field(None, ge=0.0, le=1e6,
+                                                        allow_inf_nan=False)
+    no_admission_after_retract: Optional[bool] = Field(
+        None, description="no request is admitted in an iteration that retracted (vLLM V1)")
+
+
 class _Scheduling(_Schema):
+    kv_pool: Optional[KvPoolEntry] = Field(None, description="what the engine does when its "
+                                           "KV pool is full")
+    kv_memory_fraction: Optional[float] = Field(
+        None, gt=0.0, le=1.0, allow_inf_nan=False, description="share of a GPU's memory the "
+        "engine gives its weights and KV pool together (SGLang --mem-fraction-static: the pool "
+        "is that share less the weights); unset: the engine's memory model (configs/realism.toml "
+        "reserve)")
     prefill_tokens_per_pass: Optional[int] = Field(None, ge=1, le=int(MAX_TOKENS))
     prefill_tokens_per_pass_dp_attention: Optional[int] = Field(None, ge=1, le=int(MAX_TOKENS))
     max_running_requests: Optional[int] = Field(None, ge=1, le=int(MAX_BATCH))

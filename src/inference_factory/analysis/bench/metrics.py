@@ -51,6 +51,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "poll_wait_ms": ("ms", "mean wait for the scheduler to poll for a new request"),
     "queue_wait_ms": ("ms", "mean wait for a prefill pass or a free request slot"),
     "kv_transfer_ms": ("ms", "KV transfer from prefill to decode pool (disaggregated)"),
+    "kv_retractions_per_request": ("1", "running requests retracted (preempted) per request "
+                                   "when the KV pool is full"),
+    "kv_recompute_frac": ("1", "prompt tokens prefilled again per fresh prompt token "
+                          "(retracted requests)"),
     "decode_binding_resource": ("", "binding resource of the decode step"),
     "prefill_binding_resource": ("", "binding resource of the prefill pass"),
 }
@@ -118,6 +122,12 @@ def run_metrics(st, conc: np.ndarray, prompts: np.ndarray, *, isl: int, osl: int
     lam = col(st.passes_per_s) * decode_s
     stall = rng.poisson(np.maximum(lam, 0.0)) * col(st.pass_s)
     tpot = np.where(out > 1, base + stall / np.maximum(out - 1.0, 1.0), 0.0)
+    if st.retracted_wait_s is not None and np.any(st.retracted_wait_s > 0):
+        # a full KV pool's retracted requests wait again after their first token
+        back = ks.retracted_wait_s(mean_wait_s=col(st.retracted_wait_s),
+                                   retractions_per_request=col(st.retractions_per_request),
+                                   draw=rng.random(n)[None, :])
+        tpot = tpot + np.where(out > 1, back / np.maximum(out - 1.0, 1.0), 0.0)
     e2el = ttft + (out - 1.0) * tpot
     # ITL: one streamed chunk, plus the passes that fall inside it (a Poisson count). SGLang
     # streams when the output length hits the interval's residue, checked once per step, so
@@ -190,6 +200,10 @@ def to_dataset(res, st, conc, *, num_gpus, model, hardware, deployment, isl, osl
     res["poll_wait_ms"] = st.poll_wait_s * 1e3
     res["queue_wait_ms"] = (st.queue_wait_s + st.cap_wait_s) * 1e3
     res["kv_transfer_ms"] = st.transfer_s * 1e3
+    zero = np.zeros(len(conc))
+    res["kv_retractions_per_request"] = (zero if st.retractions_per_request is None
+                                         else st.retractions_per_request)
+    res["kv_recompute_frac"] = zero if st.recompute_frac is None else st.recompute_frac
     res["decode_binding_resource"] = decode.decode_resource(st.decoding)
     res["prefill_binding_resource"] = prefill.prefill_resource(st.prompts_per_pass)
     data = {}

@@ -38,7 +38,7 @@ from ...errors import SpecError
 from ...factory.session_io import load_sessions
 from ...factory.sessions import Sessions, generate_sessions, load_shape
 from ...specs import data_dir, load_hardware, load_model
-from ...specs.engines import load_serving_engine
+from ...specs.engines import resolve_serving_engine
 from .replay_metrics import turn_metrics
 from .replay_sim import Schedule, agentic_constants, cache_hits
 
@@ -107,7 +107,8 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
     from .serve import _concurrency, _whole
 
     m, hw = load_model(model), load_hardware(hardware)
-    eng = load_serving_engine(engine)
+    # the engine's profile on this device, as bench takes it
+    eng = resolve_serving_engine(engine, "engine", hardware=hw.name)
     s = resolve_trace(trace)
     conc = _concurrency(concurrency)
     pool = Pool(1, _whole("tp", tp), _whole("dp", dp), _whole("ep", ep))
@@ -176,7 +177,9 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
                             decode_ranks=pool.ranks, prefill_ranks=pool.ranks, engine=eng,
                             dp_attention=pool.dp > 1, mean_prompt=computed,
                             mean_output=o_mean, pass_prompts_max=pass_max,
-                            engine_time=engine_time, decode_dp=pool.dp)
+                            engine_time=engine_time, decode_dp=pool.dp,
+                            lengths=dict(prompt_tokens=inp, output_tokens=out, seed=seed,
+                                         draft_depth=float(axes["draft_depth"])))
             scale = _scale(t1, p_nodes, inp, h_turn) / _scale(t1, p_nodes, np.array([p_mean]),
                                                              np.array([h_bar]))[0]
             restore = sum(arch.restore_s(kvp, sequences=1.0, cached_tokens=hits[t].astype(float),
@@ -184,7 +187,8 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
                           for t in (1, 2))
             if rnd == ROUNDS:
                 break
-            wait = float(st.poll_wait_s[0] + st.queue_wait_s[0] + st.cap_wait_s[0])
+            wait = float(st.poll_wait_s[0] + st.queue_wait_s[0] + st.cap_wait_s[0]
+                         + st.retracted_wait_s[0])
             e2e = wait + np.maximum(float(st.pass_s[0]) * scale, restore) \
                 + (out - 1.0) * float(st.tpot_s[0])
             start, span = sched.run(e2e, c)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import SpecError
+from ...kernels import serving as ks
 from ...units import SECONDS_PER_HOUR
 
 
@@ -47,6 +48,11 @@ def turn_metrics(st, s, sched, start, scale, restore, hits, decode, prefill, eng
     decode_s = (out - 1.0) * f(st.tpot_s)
     stall = rng.poisson(np.maximum(f(st.passes_per_s) * decode_s, 0.0)) * f(st.pass_s)
     tpot = np.where(out > 1, td / tau + stall / np.maximum(out - 1.0, 1.0), np.nan)
+    if st.retracted_wait_s is not None and np.any(st.retracted_wait_s > 0):
+        back = ks.retracted_wait_s(mean_wait_s=f(st.retracted_wait_s),
+                                   retractions_per_request=f(st.retractions_per_request),
+                                   draw=rng.random(n))
+        tpot = tpot + back / np.maximum(out - 1.0, 1.0)
     e2e = ttft + (out - 1.0) * np.nan_to_num(tpot)
     res: dict = {"sessions_completed": s.n_sessions, "request_count": n}
     for name, a in (("time_to_first_token", ttft), ("inter_token_latency", tpot),

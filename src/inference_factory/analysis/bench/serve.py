@@ -173,7 +173,9 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
                          decode_ranks=d_pool.ranks, prefill_ranks=p_pool.ranks, engine=eng,
                          dp_attention=d_pool.dp > 1, mean_prompt=i_mean, mean_output=o_mean,
                          pass_prompts_max=pass_prompts, transfer_s=transfer,
-                         engine_time=engine_time, decode_dp=d_pool.dp)
+                         engine_time=engine_time, decode_dp=d_pool.dp,
+                         lengths=dict(isl=isl, osl=osl, range_ratio=float(range_ratio),
+                                      draft_depth=float(axes["draft_depth"]), seed=seed))
         return st_, run_metrics(st_, np.asarray(conc, dtype=float), prompts, isl=isl, osl=osl,
                                 range_ratio=float(range_ratio), engine=eng,
                                 colocated=colocated, decode=dt, prefill=pt,

@@ -1,0 +1,95 @@
+"""The closed loop where a DP rank's KV pool is full: the engine's admission, retraction and
+prefill again (:mod:`inference_factory.factory.kv_pool`), simulated on one rank's pool and
+step times, read by :func:`.closed_loop.solve_loop`.
+
+Where every request in service fits at its final length in the engine's pool (its
+``kv_memory_fraction`` of the GPU less the weights, else the memory model's pool:
+``min(N, cap) <= max_batch``, the bound the loop has always used) or the engine reserves
+every request's whole output (``admission = "guaranteed"``), nothing is simulated and the
+loop is as before. Elsewhere
+the simulation of the benchmark's own request stream (lengths drawn as InferenceX's random
+dataset, ``prompts_per_client`` requests per client) gives, over its steady window:
+
+* ``batch``: the time-mean number of running requests, the loop's decode batch bound in
+  place of ``max_batch`` (an overcommitting engine holds more than fit at final length; one
+  that retracts, fewer);
+* ``recompute_frac``: prompt tokens prefilled again (a retracted request's prompt and the
+  tokens it had generated) per fresh prompt token, the extra prefill work every
+  request's share of the passes carries;
+* ``retracted_share``: the share of the waiting requests that are retracted ones: their
+  wait counts in their TPOT (they had their first token), the rest in TTFT;
+* ``retractions_per_request``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..factory import kv_pool as kp
+from ..specs.engines import ServingEngine
+
+_ADMISSION = {"ratio": kp.ADMIT_RATIO, "exact": kp.ADMIT_EXACT, "prompt": kp.ADMIT_PROMPT}
+
+
+def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_depth: float,
+                      dp_attention: bool, isl: int = 0, osl: int = 0, range_ratio: float = 1.0,
+                      prompt_tokens=None, output_tokens=None,
+                      request_cap: float, pass_tokens: float, host_s_per_decode_step: float = 0.0,
+                      host_s_per_prefill_pass: float = 0.0, prompts_per_client: int = 10,
+                      seed: int = 0) -> dict[str, np.ndarray]:
+    """Per concurrency (requests per rank, an array): ``full`` (whether the pool binds) and
+    the steady state the simulation gives where it does (module docstring; NaN batch, zeros
+    elsewhere). The requests are drawn as InferenceX's random dataset (``isl``, ``osl``,
+    ``range_ratio``) or, where ``prompt_tokens`` and ``output_tokens`` are given (a trace's
+    turns), from those pairs."""
+    n = np.atleast_1d(np.asarray(requests_per_rank, dtype=float))
+    pool = engine.kv_pool
+    tokens = table.engine_pool_tokens(engine.kv_memory_fraction)
+    final = float(isl + osl) if prompt_tokens is None else float(
+        np.max(np.asarray(prompt_tokens) + np.asarray(output_tokens)))
+    holds = np.floor(tokens / (final + table.seq_overhead_tokens)) if np.isfinite(tokens) \
+        else np.inf
+    full = (pool.admission != "guaranteed") & (np.minimum(n, request_cap) > holds)
+    out = dict(full=full, batch=np.full(n.shape, np.nan), recompute_frac=np.zeros(n.shape),
+               retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape))
+    if not full.any():
+        return out
+    r0, r_min, decay = pool.ratio(dp_attention)
+    newest = (pool.retract_speculative if draft_depth > 0 else pool.retract) == "newest"
+    # SGLang's decode check: num_draft_tokens + topk x num_steps free tokens per request
+    # with a draft (scheduler.py decode_mem_cache_buf_multiplier), one without
+    headroom = 1.0 + 2.0 * float(draft_depth)
+    given = prompt_tokens is not None
+    mean_prompt = (float(np.mean(prompt_tokens)) if given
+                   else float(np.floor(range_ratio * isl) + isl) / 2.0)
+    for i in np.flatnonzero(full):
+        clients = max(int(round(n[i])), 1)
+        rng = np.random.default_rng(seed)
+        total = prompts_per_client * clients
+        if given:
+            pick = rng.integers(0, len(prompt_tokens), total)
+            prompt = np.asarray(prompt_tokens, dtype=float)[pick]
+            output = np.asarray(output_tokens, dtype=float)[pick]
+        else:
+            prompt = rng.integers(int(np.floor(range_ratio * isl)), isl + 1, total).astype(float)
+            output = rng.integers(int(np.floor(range_ratio * osl)), osl + 1, total).astype(float)
+        s = kp.simulate_kv_pool(
+            prompt, np.maximum(output, 1.0), clients, float(tokens),
+            float(table.seq_overhead_tokens), float(table.tokens_per_step), headroom,
+            _ADMISSION[pool.admission], newest, pool.requeue == "front", r0, r_min, decay,
+            float(pool.retract_decode_steps), float(pool.clip_max_new_tokens),
+            float(pool.reserve_tokens_per_request), float(request_cap),
+            float(pass_tokens),
+            table.batch.astype(float), table.decode_step_s + host_s_per_decode_step,
+            table.prompts.astype(float), table.pass_s + host_s_per_prefill_pass, mean_prompt,
+            clients)
+        t, done = s[kp.T_S], s[kp.COMPLETED]
+        if not (t > 0 and done > 0):
+            continue
+        waiting = s[kp.WAIT_NEW_S] + s[kp.WAIT_RETRACTED_S]
+        out["batch"][i] = s[kp.RUNNING_S] / t
+        out["recompute_frac"][i] = s[kp.RECOMPUTE_TOKENS] / max(s[kp.FRESH_PREFILL_TOKENS], 1.0)
+        out["retracted_share"][i] = s[kp.WAIT_RETRACTED_S] / waiting if waiting > 0 else 0.0
+        out["retractions_per_request"][i] = s[kp.RETRACTIONS] / done
+    out["full"] = full & np.isfinite(out["batch"])
+    return out

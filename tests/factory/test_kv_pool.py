@@ -1,0 +1,128 @@
+"""The full KV pool (factory/kv_pool.py) against hand-followed schedules.
+
+A rank whose pool holds exactly three sequences' worth at their final length (60 tokens;
+prompts and outputs of 10 tokens, one token a step, one free token needed per running
+request) serves four clients. Every count below is followed by hand in the comments from
+the engines' rules (SGLang 0.5.6 schedule_policy.py / schedule_batch.py, vLLM 0.11.0
+v1/core/sched/scheduler.py, as configs/serving_engines.toml cites them).
+"""
+
+import numpy as np
+import pytest
+
+from inference_factory.factory import kv_pool as kp
+
+TEN = 10.0
+
+
+def run(admission, *, clients=4, pool=60.0, ratio=(0.7, 0.7, 0.0), newest=True, front=False,
+        requests=5, reserve=1.0):
+    prompt = np.full(requests, TEN)
+    out = np.full(requests, TEN)
+    return kp.simulate_kv_pool(
+        prompt, out, clients, pool, 0.0, 1.0, 1.0, admission, newest, front, *ratio, 20.0,
+        4096.0, reserve, 1000.0, 1000.0,
+        np.array([1.0, 100.0]), np.array([1.0, 1.0]),      # every decode step 1 s
+        np.array([1.0, 100.0]), np.array([0.0, 0.0]),      # prefill passes take no time
+        TEN, 0)
+
+
+def test_vllm_preempts_the_latest_and_admits_nothing_in_that_step():
+    # one pass admits all four prompts (40 of 60 tokens: the prompts only). Each step adds
+    # 4 tokens: after 5 steps the pool is full (60), the 6th step's check preempts the
+    # request admitted last (frees 10 + 5) and the three run on; the preempted one needs
+    # its 15 tokens again, never free before the three finish together after 10 steps
+    s = run(kp.ADMIT_PROMPT, front=True)
+    assert s[kp.PREFILL_PASSES] == 1 and s[kp.ADMISSIONS] == 4
+    assert s[kp.RETRACTIONS] == 1
+    assert s[kp.DECODE_STEPS] == 10 and s[kp.T_S] == 10.0
+    assert s[kp.COMPLETED] == 3
+    assert s[kp.RUNNING_S] == 4 * 5 + 3 * 5          # four for 5 steps, three for 5
+    assert s[kp.WAIT_RETRACTED_S] == 5.0 and s[kp.WAIT_NEW_S] == 0.0
+    assert s[kp.RECOMPUTE_TOKENS] == 0.0 and s[kp.FRESH_PREFILL_TOKENS] == 40.0
+
+
+def test_sglang_ratio_overcommits_then_retracts_one():
+    # ratio 0.1: pass 1 takes two (the second needs 10 + 10 < 50 - 0 - 10), the third fails
+    # (20 < 40 - 20 is false); pass 2 (running reserve 2 x 10 x 0.1) takes the third (20 <
+    # 38), not the fourth (20 < 18); pass 3 takes the fourth (20 < 30 - 3): four running
+    # where three fit at final length. After 5 steps the pool is full; the check retracts
+    # one (all tied: the last in the batch), the new ratio (15 + 20 x 3)/31 clips to 1, and
+    # the retracted request (15 + 5 tokens against 12 - 12 left) waits until the end
+    s = run(kp.ADMIT_RATIO, ratio=(0.1, 0.1, 0.0), newest=False)
+    assert s[kp.PREFILL_PASSES] == 3 and s[kp.ADMISSIONS] == 4
+    assert s[kp.RETRACTIONS] == 1 and s[kp.DECODE_STEPS] == 10
+    assert s[kp.RUNNING_S] == 4 * 5 + 3 * 5 and s[kp.WAIT_RETRACTED_S] == 5.0
+
+
+def test_sglang_ratio_at_its_default_never_overcommits_here():
+    # ratio 0.7 (the default): pass 1 takes two, pass 2 the third (20 < 40 - 14), the fourth
+    # never (15 - 1.5 g tokens left after g steps < 20): three run 10 steps, no retraction
+    s = run(kp.ADMIT_RATIO, newest=False)
+    assert s[kp.PREFILL_PASSES] == 2 and s[kp.ADMISSIONS] == 3
+    assert s[kp.RETRACTIONS] == 0 and s[kp.DECODE_STEPS] == 10
+    assert s[kp.RUNNING_S] == 3 * 10 and s[kp.WAIT_NEW_S] == 10.0
+
+
+@pytest.mark.parametrize("pool, admitted", [(60.0, 2), (63.0, 2), (64.0, 3)])
+def test_sglang_exact_check_keeps_a_token_per_request(pool, admitted):
+    # three requests of 10 + 10 tokens in lockstep peak at 60 tokens; SGLang's check wants
+    # more than one free token per request at each finish (min_free <= 1 x bs refuses):
+    # 60 and 63 tokens take two at once, 64 three (64 - 30 - 30 = 4 > 3)
+    left = np.full(4, TEN)
+    occ = np.full(4, TEN)
+    got = 1
+    for k in (2, 3):
+        # k requests: the cur_rem after the candidate's prompt, the others' prompts held
+        if kp.exact_admission_fits(left, occ, k, pool - TEN * k, 1.0):
+            got = k
+    assert got == admitted
+
+
+def test_exact_admission_waits_for_the_running_to_progress():
+    # pool 60, two running after g steps (10 - g tokens left, 10 + g held), the third's
+    # prompt of 10 taken: 60 - 2 (10 + g) - 10 = 30 - 2g free, less 3 x (10 - g) at the
+    # first finish is g, against 3 tokens reserved: g = 1, 2, 3 refuse, g = 4 admits
+    left, occ = np.zeros(3), np.zeros(3)
+    first = None
+    for g in range(10):
+        left[:2], occ[:2] = TEN - g, TEN + g
+        left[2], occ[2] = TEN, TEN
+        if kp.exact_admission_fits(left, occ, 3, 60.0 - 2 * (TEN + g) - TEN, 1.0):
+            first = g
+            break
+    assert first == 4
+
+
+def test_a_pool_that_holds_everyone_never_retracts():
+    # four clients, pool of four sequences at final length: every rule admits all and
+    # never retracts; the batch is four whenever decoding
+    for adm in (kp.ADMIT_RATIO, kp.ADMIT_EXACT, kp.ADMIT_PROMPT):
+        s = run(adm, pool=90.0)
+        assert s[kp.RETRACTIONS] == 0 and s[kp.ADMISSIONS] == 4
+        assert s[kp.RUNNING_S] == 4 * s[kp.DECODE_STEPS]
+
+
+def test_bench_past_the_pool_preempts_and_falls_under_vllm_but_not_guaranteed():
+    # Llama-3.1-70B, 8 x H100, BF16 KV, 8K/1K: the pool holds about 140 sequences at their
+    # final length. vLLM V1 admits by prompt blocks, overcommits and preempts the latest
+    # (some % of requests prefilled again), so past the pool its throughput falls; an engine
+    # that reserves whole outputs (``ideal``: guaranteed) stays at the final-length fit
+    from inference_factory.analysis.bench import bench
+    from inference_factory.engine import evaluate_arrays
+
+    fit = float(evaluate_arrays("Llama-3.1-70B", "H100-SXM", batch_size=1.0, tp=8,
+                                kv_precision="bf16", kv_len=8192.0, final_len=9216.0,
+                                variables=["max_batch_size"])["max_batch_size"])
+    kw = dict(tp=8, kv_precision="bf16", isl=8192, osl=1024, range_ratio=0.8,
+              concurrency=[128, 512], as_frame=True)
+    v = bench("Llama-3.1-70B", "H100-SXM", engine="vllm", **kw).set_index("max_concurrency")
+    assert v.loc[128, "kv_retractions_per_request"] == 0.0          # the pool holds 128
+    assert v.loc[512, "kv_retractions_per_request"] > 0.02
+    assert v.loc[512, "kv_recompute_frac"] > 0.02
+    assert v.loc[512, "decode_batch_per_rank"] > fit                 # overcommitted
+    # and the recompute costs more than the larger batch gains (2,096 -> 2,026 tok/s/GPU seen)
+    assert v.loc[512, "output_throughput"] < v.loc[128, "output_throughput"]
+    i = bench("Llama-3.1-70B", "H100-SXM", engine="ideal", **kw).set_index("max_concurrency")
+    assert i.loc[512, "kv_retractions_per_request"] == 0.0
+    assert i.loc[512, "decode_batch_per_rank"] == pytest.approx(fit)
