@@ -151,7 +151,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                          plot_path=plot_path, output=output, compare_paths=compare_paths,
                          num_gpus=num_gpus, kw=dict(
                              model=model, hardware=hardware, **dict(parallelism or {}),
-                             prefill_pool=prefill_pool, weight_precision=weight_precision,
+                             prefill_pool=prefill_pool, decode_pool=decode_pool,
+                             weight_precision=weight_precision,
                              moe_precision=moe_precision, kv_precision=kv_precision,
                              attention_precision=attention_precision, draft_depth=draft_depth,
                              acceptance_rate=acceptance_rate, engine=engine,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import SpecError
 from ..output.tables import render
 
 #: Columns of the human table.
@@ -31,10 +30,6 @@ def run_trace(*, trace, kv_offload, attribution, cached_input_fraction, kw, fmt,
     from ..analysis.bench.replay import bench_trace
     import pandas as pd
 
-    if kw.get("prefill_pool") is not None:
-        raise SpecError("--trace replays an aggregated deployment; give --parallelism "
-                        "(--prefill-pool/--decode-pool are not replayed yet)")
-    kw = {k: v for k, v in kw.items() if k != "prefill_pool"}
     runs = ([(label, dict(prefix_cache=on, kv_offload=off)) for label, on, off in SCENARIOS]
             if attribution else [(kv_offload or "HBM", dict(kv_offload=kv_offload))])
     results = [(label, bench_trace(trace=trace, cached_input_fraction=cached_input_fraction,
