@@ -157,6 +157,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                              attention_precision=attention_precision, draft_depth=draft_depth,
                              acceptance_rate=acceptance_rate, engine=engine,
                              engine_time=not no_engine_time,
+                             uncertainty=True if uncertainty else None,
                              **({"concurrency": concurrency} if concurrency else {})))
     from ..analysis.bench.presets import apply_preset
     from ..specs import load_hardware

@@ -127,6 +127,7 @@ class ReplaySetup:
     tier_bw: tuple
     transfer_s: np.ndarray         # per turn (0 aggregated)
     engine_time: bool
+    lengths: dict                  # the step tables' kv_len, prompt_len, final_len
 
     @property
     def gpus(self) -> int:
@@ -231,7 +232,8 @@ def prepare_replay(model="DeepSeek-V3", hardware="B200", *, trace="agentic_codin
         state_gpu=state_gpu,
         interval=k["hybrid_snapshot"]["track_interval_tokens"] if hybrid else None,
         tier_bw=(hw.host_dram_bw_bytes_per_s, hw.nvme_bw_bytes_per_s / hw.gpus_per_node),
-        transfer_s=transfer, engine_time=engine_time)
+        transfer_s=transfer, engine_time=engine_time,
+        lengths=dict(kv_len=ctx, prompt_len=p_mean, final_len=final))
 
 
 def prefill_table(st: ReplaySetup, h_bar: float, pass_by_h=None) -> StepTable:
@@ -350,8 +352,8 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
     ``prefill_pool`` and ``decode_pool`` (``Pool`` or mappings) replay a disaggregated
     deployment (:mod:`.replay_pd`). ``capacity_tokens`` (HBM, DRAM, NVMe) replaces the tiers'
     sizes (tests, what-ifs); ``per_turn`` keeps each point's per-turn arrays under
-    ``"turns"``; ``uncertainty`` adds ``<name>_low`` / ``_high`` bands
-    (:func:`.replay_bands.replay_bands`)."""
+    ``"turns"``; ``uncertainty`` (True, "components" or an ``Uncertainty``) adds
+    ``<name>_low`` / ``_high`` bands (:mod:`.replay_bands`)."""
     from .serve import _concurrency
 
     conc = _concurrency(concurrency)
@@ -362,6 +364,10 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
                         draft_depth=draft_depth, acceptance_rate=acceptance_rate,
                         engine=engine, engine_time=engine_time)
     from .replay_metrics import economics
+    bands = None
+    if uncertainty is not None and uncertainty is not False:
+        from .replay_bands import ReplayBands
+        bands = ReplayBands(st, uncertainty)
     points = []
     for c in conc:
         p = replay_point(st, c, kv_offload=kv_offload, prefix_cache=prefix_cache,
@@ -369,10 +375,9 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
         state = p.pop("_state")
         economics([p], st.hw, cached_input_fraction=cached_input_fraction, price=price,
                   model=st.m)
-        if uncertainty is not None and uncertainty is not False:
-            from .replay_bands import replay_bands
-            p.update(replay_bands(st, p, state, uncertainty, seed=seed,
-                                  cached_input_fraction=cached_input_fraction, price=price))
+        if bands is not None:
+            p.update(bands.of(p, state, seed=seed, cached_input_fraction=cached_input_fraction,
+                              price=price))
         points.append(p)
     s = st.s
     attrs = dict(model=st.m.name, hardware=st.hw.name, deployment=st.deployment(),
