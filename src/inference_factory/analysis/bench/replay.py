@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..closed_loop import Pool, StepTable, solve_loop, step_table
+from ..closed_loop import Pool, StepTable, step_table
 from ...engine import architecture, evaluate_arrays, with_mtp_acceptance
 from ...errors import SpecError
 from ...factory.session_io import load_sessions
@@ -47,9 +47,9 @@ from ...specs.engines import resolve_serving_engine
 from .replay_metrics import turn_metrics
 from .replay_pd import cache_pool_terms, transfer_per_turn_s
 from .replay_sim import Schedule, agentic_constants, cache_hits
+from .replay_solve import HITS, prompt_columns, e2e_of, loop_at, turn_terms
 
 ROUNDS = 4
-_HITS = np.array([0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99])
 
 
 def resolve_trace(trace: str | Path | Sessions) -> Sessions:
@@ -193,15 +193,15 @@ def prepare_replay(model="DeepSeek-V3", hardware="B200", *, trace="agentic_codin
     p_cap = eng.requests_per_rank(p_pool.dp)
     tabs = [dtab if colocated and h == 0.0 else
             step_table(m, hw, p_pool, {**axes, "cache_hit_rate": h}, batch_cap=p_cap,
-                       max_prompts=p_cap, **lengths) for h in _HITS]
+                       max_prompts=p_cap, **lengths) for h in HITS]
     pass_by_h = np.stack([t.pass_s for t in tabs])               # (hits, prompts)
     # batch-1 prefill of each prompt length at each hit: the per-turn scale
     p_nodes = np.geomspace(max(inp.min(), 1.0), inp.max(), 14)
     r = evaluate_arrays(m, hw, batch_size=1.0, prefill_batch_size=1.0,
-                        prompt_len=p_nodes[:, None], cache_hit_rate=_HITS[None, :], kv_len=ctx,
+                        prompt_len=p_nodes[:, None], cache_hit_rate=HITS[None, :], kv_len=ctx,
                         final_len=final, variables=["prefill_step_s"], realism=realism,
                         **p_pool.shape, **axes)
-    t1 = np.broadcast_to(np.asarray(r["prefill_step_s"], float), (p_nodes.size, _HITS.size))
+    t1 = np.broadcast_to(np.asarray(r["prefill_step_s"], float), (p_nodes.size, HITS.size))
     k = agentic_constants()
     hybrid = arch.state_bytes_per_sequence(kvp) > 0
     bpt_gpu = arch.kv_bytes_per_token_per_gpu(kvp, p_pool.tp)
@@ -227,7 +227,7 @@ def prepare_replay(model="DeepSeek-V3", hardware="B200", *, trace="agentic_codin
         m=m, hw=hw, eng=eng, s=s, sched=Schedule(s, float(k["replay"]["idle_gap_cap_s"])),
         axes=axes, d_pool=d_pool, cache_pool=p_pool, colocated=colocated, dtab=dtab,
         pass_by_h=pass_by_h, ptab0=tabs[0], p_nodes=p_nodes, t1=t1,
-        t1_turn=_prompt_columns(t1, p_nodes, inp),
+        t1_turn=prompt_columns(t1, p_nodes, inp),
         free_hbm=free_hbm, batch_nodes=dtab.batch, bpt_gpu=bpt_gpu, snap=snap,
         state_gpu=state_gpu,
         interval=k["hybrid_snapshot"]["track_interval_tokens"] if hybrid else None,
@@ -236,68 +236,19 @@ def prepare_replay(model="DeepSeek-V3", hardware="B200", *, trace="agentic_codin
         lengths=dict(kv_len=ctx, prompt_len=p_mean, final_len=final))
 
 
-def prefill_table(st: ReplaySetup, h_bar: float, pass_by_h=None) -> StepTable:
-    """The prefill pool's step table with its passes at the mean hit ``h_bar``."""
-    pb = st.pass_by_h if pass_by_h is None else pass_by_h
-    return dataclasses.replace(st.ptab0, pass_s=np.array(
-        [np.interp(h_bar, _HITS, pb[:, j]) for j in range(st.ptab0.prompts.size)]))
-
-
-def _loop(st: ReplaySetup, c_eff: float, h_bar: float, dtab=None, pass_by_h=None):
-    """The loop state at ``c_eff`` requests in flight and mean hit ``h_bar``."""
-    s, eng = st.s, st.eng
-    computed = float(s.input_tokens.mean()) * (1.0 - h_bar)
-    pool = st.cache_pool
-    pass_max = max(1.0, np.floor(eng.pass_tokens_per_rank(pool.dp) / max(computed, 1.0)))
-    ptab = prefill_table(st, h_bar, pass_by_h)
-    dtab = st.dtab if dtab is None else dtab
-    loop = solve_loop([max(c_eff, 1.0)], colocated=st.colocated, decode=dtab, prefill=ptab,
-                      decode_ranks=st.d_pool.ranks, prefill_ranks=pool.ranks, engine=eng,
-                      dp_attention=st.d_pool.dp > 1, mean_prompt=computed,
-                      mean_output=float(s.output_tokens.mean()), pass_prompts_max=pass_max,
-                      transfer_s=float(st.transfer_s.mean()), engine_time=st.engine_time,
-                      decode_dp=st.d_pool.dp)
-    return loop, ptab, dtab, pass_max
-
-
-def _turn_terms(st: ReplaySetup, hits):
-    """Per turn: the prefill scale (own batch-1 prefill over the mean turn's) and the
-    restore time from DRAM / NVMe."""
-    inp = st.s.input_tokens.astype(float)
-    h_turn = hits.sum(0) / inp
-    h_bar = float(hits.sum() / inp.sum())
-    scale = _along_hits(st.t1_turn, h_turn) / _scale(
-        st.t1, st.p_nodes, np.array([inp.mean()]), np.array([h_bar]))[0]
-    kvp = st.axes.get("kv_precision", "bf16")
-    arch = architecture(st.m)
-    restore = sum(arch.restore_s(kvp, sequences=1.0, cached_tokens=hits[t].astype(float),
-                                 tp=st.cache_pool.tp, tier_bytes_per_s=st.tier_bw[t - 1])
-                  for t in (1, 2))
-    return h_bar, scale, restore
-
-
-def e2e_of(st: ReplaySetup, loop, scale, restore) -> np.ndarray:
-    """Each turn's mean E2E latency at the loop state (what the schedule replays)."""
-    out = st.s.output_tokens.astype(float)
-    wait = float(loop.poll_wait_s[0] + loop.queue_wait_s[0] + loop.cap_wait_s[0])
-    return wait + np.maximum(float(loop.pass_s[0]) * scale, restore) + st.transfer_s \
-        + (out - 1.0) * float(loop.tpot_s[0])
-
-
 def replay_point(st: ReplaySetup, c: int, *, kv_offload: str | None = "dram",
                  prefix_cache: bool = True, capacity_tokens=None, seed: int = 0,
                  per_turn: bool = False) -> dict:
     """One concurrency of the replay (module docstring), economics apart."""
     s = st.s
-    inp = s.input_tokens.astype(float)
     dram_b, nvme_b = tier_bytes(st.hw, st.cache_pool, kv_offload)
     held = st.cache_pool.tp * st.bpt_gpu                         # bytes per token per rank
     hits = np.zeros((3, s.n_turns), np.int64)
     n_eff = float(c)
     tier_hits = 0
     for rnd in range(ROUNDS + 1):
-        h_bar, scale, restore = _turn_terms(st, hits)
-        loop, ptab, dtab, pass_max = _loop(st, n_eff, h_bar)
+        h_bar, scale, restore = turn_terms(st, hits)
+        loop, ptab, dtab, pass_max = loop_at(st, n_eff, h_bar)
         if rnd == ROUNDS:
             break
         e2e = e2e_of(st, loop, scale, restore)
@@ -388,21 +339,3 @@ def bench_trace(model: str = "DeepSeek-V3", hardware: str = "B200", *,
     return {"points": points, "attrs": attrs}
 
 
-def _prompt_columns(t1, p_nodes, p):
-    """Batch-1 prefill time of prompts ``p`` at every hit node (log-linear in P)."""
-    lp = np.log(p_nodes)
-    return np.stack([np.interp(np.log(p), lp, t1[:, j]) for j in range(_HITS.size)])
-
-
-def _scale(t1, p_nodes, p, h):
-    """Batch-1 prefill time of prompts ``p`` at hits ``h`` (log-linear in P, linear in h)."""
-    return _along_hits(_prompt_columns(t1, p_nodes, p), h)
-
-
-def _along_hits(cols, h):
-    """Columns over the hit nodes read at hits ``h`` (linear in h)."""
-    p = cols[0]
-    j = np.clip(np.searchsorted(_HITS, h, side="right") - 1, 0, _HITS.size - 2)
-    w = np.clip((h - _HITS[j]) / (_HITS[j + 1] - _HITS[j]), 0.0, 1.0)
-    idx = np.arange(p.size)
-    return cols[j, idx] * (1 - w) + cols[j + 1, idx] * w

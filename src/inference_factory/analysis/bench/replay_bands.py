@@ -23,6 +23,7 @@ import numpy as np
 
 from .bands import BAND_DRAWS, _table_draws
 from .replay_metrics import economics, turn_metrics
+from .replay_solve import e2e_of, loop_at, turn_terms
 
 #: Rounds of (loop, schedule, requests in flight) per draw, from the point's state.
 ROUNDS_PER_DRAW = 1
@@ -58,22 +59,21 @@ class ReplayBands:
            price=None) -> dict:
         """``<name>_low`` / ``<name>_high`` of :data:`BANDED` at one replayed point."""
         from ...engine import widened_band
-        from .replay import _loop, _turn_terms, e2e_of
 
         st, c = self.st, int(point["concurrency"])
         hits = state["hits"]
-        h_bar, scale, restore = _turn_terms(st, hits)
+        h_bar, scale, restore = turn_terms(st, hits)
         got = {k: [] for k in BANDED}
         for dt, pbh in zip(self.d_draws, self.pass_by_h):
             dt = dataclasses.replace(st.dtab, decode_step_s=dt.decode_step_s,
                                      tokens_per_step=dt.tokens_per_step)
             n_eff = state["n_eff"]
             for _ in range(ROUNDS_PER_DRAW):
-                loop, ptab, dtab, pass_max = _loop(st, n_eff, h_bar, dtab=dt, pass_by_h=pbh)
+                loop, ptab, dtab, pass_max = loop_at(st, n_eff, h_bar, dtab=dt, pass_by_h=pbh)
                 e2e = e2e_of(st, loop, scale, restore)
                 start, span = st.sched.run(e2e, c)
                 n_eff = float(np.clip(e2e.sum() / (span.sum() / c), 1.0, c))
-            loop, ptab, dtab, pass_max = _loop(st, n_eff, h_bar, dtab=dt, pass_by_h=pbh)
+            loop, ptab, dtab, pass_max = loop_at(st, n_eff, h_bar, dtab=dt, pass_by_h=pbh)
             met = turn_metrics(loop, st.s, st.sched, start, scale, restore, hits, dtab, ptab,
                                st.eng, pass_max=pass_max, concurrency=c,
                                engine_time=st.engine_time, seed=seed,
