@@ -122,6 +122,13 @@ def run_plan_trace(*, trace, e2e_interactivity, kv_offload, ladder, fmt, output,
                   for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
         if launch:
             text += "\n\n" + "\n".join(launch)
+        top = [str(r["hardware"]) for _, r in recs.iterrows()
+               if r.get("concurrency") == max(q["concurrency"]) and not r.get("reason")]
+        if top:
+            text += "\n" + fit_lines(
+                f"{', '.join(top)}: the recommendation sits at the ladder's top "
+                f"({max(q['concurrency'])} lanes per instance); more lanes may do better "
+                "(-c ...,512,1024)")
         text += "\n" + fit_lines(
             "each point is bench --trace's replay of the trace on one instance (the fleet "
             "fills the budget with whole instances); concurrency = lanes per instance")
