@@ -40,3 +40,40 @@ def test_bad_trace_exits_2_with_one_line(tmp_path):
     assert r.exit_code == 2
     lines = [x for x in r.output.splitlines() if x.strip()]
     assert len(lines) == 1 and "line 2" in lines[0] and "input_length" in lines[0]
+
+
+def _trace_file(tmp_path):
+    p = tmp_path / "t.jsonl"
+    rows = [{"session_id": s, "input_length": 2000 + 600 * k, "output_length": 100}
+            for s in ("a", "b", "c") for k in range(3)]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(p)
+
+
+def test_trace_replays_a_disaggregated_deployment(tmp_path):
+    r = run("bench", "--trace", _trace_file(tmp_path), "-m", "Llama-3.1-8B", "-H", "H100-SXM",
+            "--prefill-pool", "1:tp=1", "--decode-pool", "1:tp=1", "-c", "2", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["attrs"]["deployment"] == "1p:tp1 + 1d:tp1"
+    assert out["points"][0]["num_gpus"] == 2
+
+
+def test_plan_trace_json_names_the_deployment_kind(tmp_path):
+    r = run("plan", "--trace", _trace_file(tmp_path), "-m", "Llama-3.1-8B", "-H", "H100-SXM",
+            "--gpus", "2", "-p", "tp=1", "--precision", "native", "--engine", "sglang",
+            "-c", "1,2", "--kv-offload", "none,dram", "--e2e-interactivity", "1", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    rec = out["recommendations"][0]
+    assert rec["mode"] in ("aggregated", "disaggregated") and rec["gpus"] == 2
+    assert rec["e2e_normalized_interactivity_p90"] >= 1
+    kinds = {(k["mode"], k["kv_offload"]) for k in out["best_per_kind"]}
+    assert kinds == {(m, o) for m in ("aggregated", "disaggregated") for o in ("none", "dram")}
+
+
+def test_plan_trace_refuses_what_the_trace_sets(tmp_path):
+    r = run("plan", "--trace", _trace_file(tmp_path), "-m", "Llama-3.1-8B", "--isl", "2000")
+    assert r.exit_code == 2
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--isl" in lines[0] and "--trace" in lines[0]

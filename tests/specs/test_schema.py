@@ -51,7 +51,8 @@ def test_committed_json_schema_is_up_to_date():
     ("hardware/*.toml", S.HardwareFile), ("models/*.toml", S.ModelFile),
     ("configs/sweeps/*.toml", S.SweepFile),
     ("configs/[!pr]*.toml", S.FactoryConfigFile),
-    ("configs/serving_engines.toml", S.ServingEnginesFile)])
+    ("configs/serving_engines.toml", S.ServingEnginesFile),
+    ("configs/agentic.toml", S.AgenticFile)])
 def test_bundled_files_conform(pattern, model):
     #: files of configs/ that are not factory configs (each has its own schema; op_groups.toml
     #: its checking loader, analysis.price_by_position.load_op_groups)
@@ -91,3 +92,15 @@ def test_huge_values_are_shown_short():
                 "t.jsonl")
     msg = str(exc.value)
     assert "input_length = <integer of about 5001 digits>" in msg and len(msg) < 200
+
+
+def test_agentic_constants_messages():
+    raw = {"replay": {"idle_gap_cap_s": 300.0},
+           "dram_offload": {"server_cap_bytes": 3e12, "utilization": 1.5},
+           "hybrid_snapshot": {"track_interval_tokens": 8192, "states_per_path": 1},
+           "pricing": {"cached_input_fraction": 0.1}}
+    with pytest.raises(SpecError) as exc:
+        S.check(S.AgenticFile, raw, "agentic.toml")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("agentic.toml: dram_offload.utilization = 1.5")
+    assert "(0, 1]" in msg, msg

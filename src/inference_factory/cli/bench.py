@@ -152,12 +152,15 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
                          cached_input_fraction=cached_input_fraction, fmt=fmt,
                          plot_path=plot_path, output=output, compare_paths=compare_paths,
                          num_gpus=num_gpus, kw=dict(
-                             model=model, hardware=hardware, **dict(parallelism[0] if parallelism else {}),
-                             prefill_pool=prefill_pool, weight_precision=weight_precision,
+                             model=model, hardware=hardware,
+                             **dict(parallelism[0] if parallelism else {}),
+                             prefill_pool=prefill_pool, decode_pool=decode_pool,
+                             weight_precision=weight_precision,
                              moe_precision=moe_precision, kv_precision=kv_precision,
                              attention_precision=attention_precision, draft_depth=draft_depth,
                              acceptance_rate=acceptance_rate, engine=engine,
                              engine_time=not no_engine_time,
+                             uncertainty=True if uncertainty else None,
                              **({"concurrency": concurrency} if concurrency else {})))
     from ..analysis.bench.presets import apply_preset
     from ..specs import load_hardware

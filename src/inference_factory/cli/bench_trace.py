@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import SpecError
 from ..output.tables import render
 
 #: Columns of the human table.
@@ -26,15 +25,23 @@ ATTRIBUTION = ("concurrency", "total_tokens_per_s_per_gpu", "output_tokens_per_s
                "cost_usd_per_mtok_total")
 
 
+def _banded(df, columns):
+    """The shown columns, a band as ``value [low-high]`` where the point carries one."""
+    from ..output.tables import value_band
+
+    out = df[columns].copy()
+    for c in columns:
+        if f"{c}_low" in df:
+            out[c] = [value_band(v, lo, hi) for v, lo, hi in
+                      zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
+    return out
+
+
 def run_trace(*, trace, kv_offload, attribution, cached_input_fraction, kw, fmt, plot_path,
               output, compare_paths, num_gpus) -> None:
     from ..analysis.bench.replay import bench_trace
     import pandas as pd
 
-    if kw.get("prefill_pool") is not None:
-        raise SpecError("--trace replays an aggregated deployment; give --parallelism "
-                        "(--prefill-pool/--decode-pool are not replayed yet)")
-    kw = {k: v for k, v in kw.items() if k != "prefill_pool"}
     runs = ([(label, dict(prefix_cache=on, kv_offload=off)) for label, on, off in SCENARIOS]
             if attribution else [(kv_offload or "HBM", dict(kv_offload=kv_offload))])
     results = [(label, bench_trace(trace=trace, cached_input_fraction=cached_input_fraction,
@@ -52,8 +59,14 @@ def run_trace(*, trace, kv_offload, attribution, cached_input_fraction, kw, fmt,
                       header=head + " -- per-tier attribution")
     else:
         df = pd.DataFrame(results[0][1]["points"])
-        text = render(df if fmt == "csv" else df[[c for c in COLUMNS if c in df]], fmt,
+        text = render(df if fmt == "csv" else _banded(df, [c for c in COLUMNS if c in df]), fmt,
                       header=head + f", KV offload {a['kv_offload']}")
+        if "band_structure_ln" in df:
+            import math
+            text += ("\n80% band [low-high]: component uncertainty through the replay's "
+                     "latency solve, widened by the model-structure term "
+                     f"x{math.exp(float(df['band_structure_ln'].iloc[0])):.3f} each side "
+                     "(docs/AGENTIC.md)")
     if compare_paths:
         from ..analysis.bench.results import compare_results, read_bench_results
         measured = read_bench_results(list(compare_paths), num_gpus=num_gpus)

@@ -11,6 +11,7 @@ from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
 from ..output.tables import chosen_format, fit_lines, human_header, render
+from .bench import _concurrency
 from .params import engine_option, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
@@ -116,8 +117,20 @@ def _gpus(ctx, param, value):
               "it an existing file is never overwritten).")
 @click.option("--wide", is_flag=True, help="Table: every column of a recommendation, library "
               "names (default: the ones a person reads, within 100 characters).")
+@click.option("--trace", default=None, metavar="FILE|NAME",
+              help="Plan for agent sessions (as bench --trace replays them): each deployment "
+                   "replayed over a concurrency ladder against --e2e-interactivity.")
+@click.option("--e2e-interactivity", type=p.FiniteRange(min=0, min_open=True), default=20.0,
+              show_default=True, metavar="TOK/S",
+              help="With --trace: E2E normalized interactivity target at P90 (tok/s/user, "
+                   "InferenceX AgentX: 1 / P90 of E2E latency per output token).")
+@click.option("--kv-offload", default=None, metavar="TIERS",
+              help="With --trace: KV tier settings to try, comma-separated (default none,dram).")
+@click.option("--concurrency", "-c", callback=_concurrency, default=None, metavar="LIST",
+              help="With --trace: the ladder of lanes per instance (default 1,2,4,...,256).")
 @format_option
-def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
+@click.pass_context
+def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              max_instance_gpus: int | None, isl: int, osl: int,
              ttft: float | None, tpot: float | None, objective: str, mode: str,
              precision: tuple[str, ...],
@@ -127,7 +140,8 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
              price_basis: str | None, power_basis: str | None,
              rental_usd_per_gpu_hour: float | None, capex_usd_per_gpu: float | None,
              plot_path: str | None, emit_config: str | None, emit_launch: str | None,
-             uncertainty: bool, output: str | None, force: bool, wide: bool, fmt: str | None,
+             uncertainty: bool, output: str | None, force: bool, wide: bool, trace,
+             e2e_interactivity, kv_offload, concurrency, fmt: str | None,
              as_json: bool) -> None:
     """Recommend a deployment per hardware for a GPU budget, ISL/OSL and TTFT/TPOT targets.
 
@@ -146,6 +160,9 @@ def plan_cmd(model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
     from .questions import _names, check_shapes
 
     fmt = chosen_format(fmt, as_json)
+    if trace is not None:           # agent sessions: every option as given
+        from .plan_trace import plan_trace_cmd
+        return plan_trace_cmd(ctx, fmt, dict(locals()))
     profiles = g.parse_precision(precision, "--precision")
     hws = _names(hardware) or [DEFAULT_HARDWARE]
     for path, suffixes, opt in ((plot_path, (".png", ".svg", ".pdf"), "--plot"),

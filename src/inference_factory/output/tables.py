@@ -55,6 +55,12 @@ HUMAN_HEADERS: dict[str, tuple[str, float]] = {
     "bf16_tflop_per_s": ("BF16 / TFLOP/s", 1.0), "fp8_tflop_per_s": ("FP8 / TFLOP/s", 1.0),
     "fp4_tflop_per_s": ("FP4 / TFLOP/s", 1.0), "scale_up_gpus": ("scale-up / GPUs", 1.0),
     "rental_usd_per_gpu_hour": ("rental / $/GPU-h", 1.0),
+    # session replays (bench --trace, plan --trace)
+    "kv_offload": ("KV tiers", 1.0), "total_tokens_per_s_per_gpu": ("tok/s/GPU / all", 1.0),
+    "e2e_normalized_interactivity_p90": ("E2E int. / P90 tok/s", 1.0),
+    "prefix_hit_rate": ("hit %", 100.0), "prefix_hit_rate_dram": ("hit DRAM %", 100.0),
+    "ttft_p90_s": ("TTFT ms / p90", 1e3), "e2e_p90_s": ("E2E s / p90", 1.0),
+    "usd_per_mtok_total_all_in": ("$/M all tok all-in", 1.0),
 }
 
 

@@ -14,6 +14,7 @@ trace row          ``*.jsonl`` (Mooncake) / ``*.csv`` (one row)  :func:`factory.
 realism constants  ``configs/realism.toml``                    :func:`specs.realism.load_realism`
 serving engines    ``configs/serving_engines.toml``            :func:`specs.engines.load_serving_engine`
 uncertainty        ``configs/uncertainty.toml``                :func:`specs.uncertainty.load_uncertainty`
+agentic replay     ``configs/agentic.toml``                    :func:`analysis.bench.replay_sim.agentic_constants`
 =================  ==========================================  ================================
 
 A loader validates the raw file content against its schema with :func:`check` before it
@@ -62,11 +63,13 @@ from .schema_realism import (RealismAttention, RealismDpAttention, RealismExpert
                              RealismSpeculative, RealismSwitch)
 from .schema_engines import ServingEngineEntry, ServingEnginesFile  # noqa: F401
 from .schema_uncertainty import UncertaintyFile  # noqa: F401
+from .schema_agentic import AgenticFile  # noqa: F401
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "hardware": HardwareFile, "model": ModelFile, "factory_config": FactoryConfigFile,
     "sweep": SweepFile, "case_row": CaseRow, "trace_row": TraceRow, "realism": RealismFile,
     "serving_engines": ServingEnginesFile, "uncertainty": UncertaintyFile,
+    "agentic": AgenticFile,
 }
 
 # --------------------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ from ...units import SECONDS_PER_HOUR
 
 def turn_metrics(st, s, sched, start, scale, restore, hits, decode, prefill, eng, *,
                  pass_max: float, concurrency: int, engine_time: bool, seed: int,
-                 ranks: int, keep: bool = False) -> dict:
-    """Per-turn TTFT, TPOT and E2E drawn at the loop state ``st`` (one concurrency)."""
+                 ranks: int, transfer=0.0, colocated: bool = True,
+                 keep: bool = False) -> dict:
+    """Per-turn TTFT, TPOT and E2E drawn at the loop state ``st`` (one concurrency);
+    ``transfer``: each turn's KV transfer to the decode pool (P/D), seconds."""
     n = s.n_turns
     rng = np.random.default_rng(seed)
     u_poll, u_busy, u_queue, u_wait, u_first = (rng.random(n) for _ in range(5))
@@ -33,16 +35,16 @@ def turn_metrics(st, s, sched, start, scale, restore, hits, decode, prefill, eng
     rho = min(max(f(st.prefill_utilization), 1e-12), 0.999)
     queue = np.where(u_queue < rho, -np.log1p(-u_wait) * f(st.queue_wait_s) / rho, 0.0)
     own = f(st.pass_s) * scale
-    if eng.prefill_mixes_with_decode(True):
+    if eng.prefill_mixes_with_decode(colocated):
         own = (f(st.ttft_s) - f(st.poll_wait_s) - f(st.queue_wait_s) - f(st.cap_wait_s)) * scale
-    ttft = poll + queue + np.maximum(own, restore) + f(st.cap_wait_s)
+    ttft = poll + queue + np.maximum(own, restore) + f(st.cap_wait_s) + transfer
     # the first wave: lanes that start together on an idle engine, back-to-back passes
     wave = sched.first_turn & (start == 0.0)
     wave_n = concurrency / min(float(ranks), concurrency)
     k1 = min(wave_n, pass_max)
     passes = np.ceil(wave_n / k1)
     t1 = float(prefill.prefill_pass_s(k1))
-    ttft_wave = (np.floor(u_first * passes) + 1.0) * t1 * scale + f(st.cap_wait_s)
+    ttft_wave = (np.floor(u_first * passes) + 1.0) * t1 * scale + f(st.cap_wait_s) + transfer
     ttft = np.where(wave, np.maximum(ttft_wave, ttft), ttft)
     out = s.output_tokens.astype(float)
     decode_s = (out - 1.0) * f(st.tpot_s)

@@ -18,8 +18,14 @@ from ...specs.files import read_toml
 
 
 def agentic_constants() -> dict:
-    """The replay's method constants with their sources (configs/agentic.toml)."""
-    return read_toml(data_dir("configs") / "agentic.toml")
+    """The replay's method constants with their sources (configs/agentic.toml), checked
+    against their schema (:class:`inference_factory.specs.schema.AgenticFile`)."""
+    from ...specs.schema import AgenticFile, check
+
+    p = data_dir("configs") / "agentic.toml"
+    raw = read_toml(p)
+    check(AgenticFile, raw, str(p))
+    return raw
 
 
 def structure(s: Sessions):

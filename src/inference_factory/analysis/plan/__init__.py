@@ -5,7 +5,8 @@
 :mod:`..closed_loop`, disaggregated pools packed to each other), :mod:`.ranking` (sizing for
 a load, the ranking, one recommendation per device, the front),
 :mod:`.footing` (the share of a recommendation's time read from measured tables),
-:mod:`.bands` (prediction bands of the recommendations), :mod:`.config` (the emitted factory
+:mod:`.bands` (prediction bands of the recommendations), :mod:`.trace` (``plan --trace``:
+deployments for a session trace, through ``bench --trace``'s replay), :mod:`.config` (the emitted factory
 config and the plot). Names are imported on first use: reading :mod:`.footing` or
 :mod:`.config` does not load the search.
 """
@@ -20,7 +21,7 @@ _LAZY = {"plan": ".search", "PlanResult": ".search", "candidate_shapes": ".searc
          "profile_precisions": ".search", "MODES": ".search", "DEFAULT_BATCHES": ".search",
          "DEFAULT_PREFILL_BATCHES": ".search", "OBJECTIVES": ".ranking",
          "pack_pools": ".candidates", "config_toml": ".config", "plot_front": ".config",
-         "config_path": ".config", "footing_of": ".footing"}
+         "config_path": ".config", "footing_of": ".footing", "plan_trace": ".trace"}
 
 __all__ = list(_LAZY)
 

@@ -56,12 +56,16 @@ RECOMMENDATION_COLUMNS = (
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
     "prefill_overlap",
-    "batch_size", "draft_depth", "concurrency",
+    "batch_size", "draft_depth", "concurrency", "kv_offload",
     "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
     "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
     "prefill_tokens_per_s_per_gpu",
     "tokens_per_s_per_user", "ttft_s", "tpot_s", "decode_binding_resource",
+    # plan --trace (analysis/plan/trace.py): the replay's figures
+    "total_tokens_per_s_per_gpu", "e2e_normalized_interactivity_p90", "ttft_p90_s",
+    "e2e_p90_s", "prefix_hit_rate", "prefix_hit_rate_hbm", "prefix_hit_rate_dram",
     "usd_per_mtok_output", "usd_per_mtok_input", "usd_per_mtok_output_all_in",
+    "usd_per_mtok_total_all_in", "revenue_usd_per_gpu_hour",
     "gpus_for_load", "decode_gpus_for_load", "prefill_gpus_for_load", "load_share_frac",
     "reason",
     "precision_note")
@@ -104,15 +108,16 @@ def _best(mine: pd.DataFrame, reason: str) -> str:
     return f"; fastest {t.min() * 1e3:.4g} ms" if len(t) else ""
 
 
-def _front(cand: pd.DataFrame) -> pd.DataFrame:
-    """Non-dominated (tokens/s per user, all-in tokens/s per GPU) per hardware among the
-    candidates that fit and meet TTFT (TPOT is the axis the front trades along)."""
+def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFrame:
+    """Non-dominated (``user``: tokens/s per user, all-in tokens/s per GPU) per hardware
+    among the candidates that fit and meet TTFT (TPOT is the axis the front trades along;
+    ``plan --trace``: E2E normalized interactivity P90)."""
     ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
     parts = []
     for hw, sub in cand[ok].groupby("hardware", sort=False):
-        mask = pareto_mask(sub["tokens_per_s_per_user"].to_numpy(float),
+        mask = pareto_mask(sub[user].to_numpy(float),
                            sub["output_tokens_per_s_per_gpu"].to_numpy(float))
-        parts.append(sub[mask].sort_values("tokens_per_s_per_user"))
+        parts.append(sub[mask].sort_values(user))
     return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
 
 
