@@ -66,7 +66,8 @@ SMOKE_RENTAL_USD_PER_GPU_HOUR = 2.0
 SIGNED = ("margin", "delta", "change", "saving", "diff", "error", "profit", "gain", "vs_",
           "relative", "improvement", "reduction", "_pct_of", "speedup", "loss", "skew", "slack",
           "headroom", "net_")
-#: Keys that name a throughput: zero where the point fits is nonsense.
+#: Keys that name a throughput: zero where the point fits is nonsense (goodput excepted: no
+#: request within the SLO is an answer, e.g. BF16 DeepSeek-V3 on A100 at a 50 ms TPOT).
 THROUGHPUT = ("throughput", "tokens_per_s", "tok_s", "tok/s", "interactivity")
 
 
@@ -140,7 +141,7 @@ def nonsense(obj, path="", infeasible=False) -> str | None:
     if obj < 0 and not any(s in path.lower() for s in SIGNED):
         return f"{path} = {obj}"
     if obj == 0 and any(s in key for s in THROUGHPUT) and not infeasible \
-            and not key.endswith(("_low", "_high")):
+            and not key.endswith(("_low", "_high")) and "goodput" not in key:
         return f"{path} = 0"
     return None
 
@@ -216,6 +217,9 @@ def factory_config(tmp: Path, model: str, hardware: str, d: dict, max_context: i
         c["max_prompt_tokens"] = min(c["max_prompt_tokens"], cap_in)
         c["max_output_tokens"] = min(c["max_output_tokens"], cap_out)
         c["system_prompt_tokens"] = min(c["system_prompt_tokens"], cap_in // 4)
+        # a short-context model (Llama-2: 4K) keeps each median below its cap
+        c["prompt_tokens_median"] = min(c["prompt_tokens_median"], cap_in // 4)
+        c["output_tokens_median"] = min(c["output_tokens_median"], cap_out // 2)
         classes.append(c)
     shape = f"tp = {d['tp']}\ndp = {d['dp']}\nep = {d['ep']}\nunit_gpus = {d['gpus']}\n"
     lines = [
@@ -358,10 +362,12 @@ def run_pair(model: str, hardware: str, commands) -> list[dict]:
             t0 = time.perf_counter()
             result = runner.invoke(cli, argv, catch_exceptions=True)
             status, detail = judge_cli(result)
-            if command == "bench" and status == "refusal" and "expert parallelism" in detail:
-                # the device's default engine runs no EP (SGLang on MI300X/MI325X): the same
-                # GPUs with the experts split by TP, as that engine's recipes run them
-                argv = [a if a != shape_arg(d) else shape_arg(dict(d, ep=1)) for a in argv]
+            if command == "bench" and status == "refusal" and "does not run" in detail:
+                # the device's default engine runs no EP or no attention DP (SGLang on
+                # MI300X/MI325X): the same GPUs as one TP group, experts split by TP, as that
+                # engine's recipes run them
+                flat = dict(d, tp=d["tp"] * d["dp"], dp=1, ep=1)
+                argv = [a if a != shape_arg(d) else shape_arg(flat) for a in argv]
                 result = runner.invoke(cli, argv, catch_exceptions=True)
                 status, detail = judge_cli(result)
             if command == "sweep" and status == "pass":
@@ -383,7 +389,15 @@ def _worker(args):
                      status="crash", detail=f"{type(exc).__name__}: {exc}", seconds=0)]
 
 
+def _short(detail: str) -> str:
+    """A detail without the run's temporary folder and the repository's path."""
+    import re
+
+    return re.sub(r"/tmp/smoke_[^/]+/", "", detail).replace(str(REPO) + "/", "")
+
+
 def summary(records: list[dict]) -> str:
+    records = [dict(r, detail=_short(r["detail"])) for r in records]
     counts = defaultdict(Counter)
     for r in records:
         key = r["command"] + (f" --{r['variant']}" if r["variant"] else "")
