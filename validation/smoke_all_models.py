@@ -3,6 +3,7 @@
     python validation/smoke_all_models.py [-o smoke.jsonl] [--models A,B] [--hardware X,Y]
                                           [--commands evaluate,bench,...] [--jobs 2]
     python validation/smoke_all_models.py --summary smoke.jsonl     # the matrix of a past run
+    python validation/smoke_all_models.py --pairs pairs.json -o rerun.jsonl  # [[model, hw], ...]
 
 Runs, in-process (the library for ``evaluate``; the click commands through click's test
 runner for the rest, so the CLI's own error handling is exercised), at one deployment per
@@ -25,6 +26,11 @@ weights is at most WEIGHT_SHARE of the device's HBM (weights from evaluate at tp
 on B200, which runs every precision); dense
 models run tp=g, MoE models tp=g, ep=g up to one 8-GPU node and tp=8, dp=g/8, ep=g beyond.
 A simple rule, not plan's choice: the point is that every path runs, not that it is optimal.
+Where the device's default engine runs no EP or attention DP (SGLang on MI300X/MI325X), bench
+retries the same GPUs as one TP group. A device whose file lists no rental price (A100, H20)
+gets SMOKE_RENTAL_USD_PER_GPU_HOUR in plan and the factory configs; a device without FP8 gets
+low_precision = false in the factory config; a short-context model (Llama-2) gets the workload
+classes capped to its context.
 
 Each run is recorded as one of
   pass      status 0 and every number finite, no throughput-like value zero or negative
@@ -431,6 +437,8 @@ def main() -> None:
     ap.add_argument("--models", default="")
     ap.add_argument("--hardware", default="")
     ap.add_argument("--commands", default=",".join(COMMANDS))
+    ap.add_argument("--pairs", metavar="FILE.json",
+                    help="run only these [model, hardware] pairs (a JSON list), e.g. a rerun")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--summary", metavar="FILE.jsonl", help="print the matrix of a past run")
     a = ap.parse_args()
@@ -444,6 +452,9 @@ def main() -> None:
     hardware = a.hardware.split(",") if a.hardware else list(inf.list_hardware())
     commands = tuple(c for c in a.commands.split(",") if c)
     pairs = [(m, h, commands) for m in models for h in hardware]
+    if a.pairs:
+        chosen = {tuple(p) for p in json.loads(Path(a.pairs).read_text())}
+        pairs = [p for p in pairs if p[:2] in chosen]
     records = []
     t0 = time.perf_counter()
     out = Path(a.output)
