@@ -22,6 +22,7 @@ from ...kernels import params as kparams
 from .. import measured as M
 from ..op import (Op, attention_mode, bmm_roofline_fn, gemm, kv_read_bytes, kv_write_covered,
                   prefill_roofline_fn, roofline_key)
+from ..precision import compute_precision
 from .base import AttentionKind, Memory
 
 
@@ -142,9 +143,17 @@ class MLA(AttentionKind):
 def absorbed_bmm_ops(g, n_layers, T, heads) -> list[Op]:
     """The weight-absorbed form's batched GEMMs around the latent attention: W_UK (query
     nope part -> latent) before it, W_UV (latent -> value head) after it, per head over
-    ``T`` tokens (``mla_bmm_pre`` / ``mla_bmm_post`` tables)."""
+    ``T`` tokens (``mla_bmm_pre`` / ``mla_bmm_post`` tables).
+
+    An FP8 checkpoint's BMMs run FP8 where the device has FP8 tensor cores; elsewhere
+    (A100) the weights are dequantised at load and the BMMs run at 16 bits
+    (:func:`~inference_factory.engine.precision.compute_precision`, the weight-only rule every
+    GEMM follows), reading 16-bit weights: TensorRT-LLM's absorption BMM wrapper
+    dequantises at load where it runs no FP8 BMM (aiconfigurator
+    collector/trtllm/collect_mla_bmm.py, lines 5-15) and AIConfigurator measures only BF16
+    BMM rows on A100 (hardware/measured/A100-80GB-SXM/mla_bmm.csv)."""
     m, hw = g.m, g.hw
-    bdt = "fp8" if g.wprec == "fp8" else "bf16"
+    bdt = (compute_precision(hw, "fp8") or "bf16") if g.wprec == "fp8" else "bf16"
     wb = units.BYTES_PER_ELEMENT[bdt]
     ops = []
     for name, k_dim, n_dim, fam, stage in (
