@@ -151,8 +151,11 @@ def thin(t, spec) -> None:
     t.notes.append(f"'compact' profile thinning: {n0} -> {len(t.df)} rows")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
+def extract(argv, doc: str, builders, thin_rules, families) -> None:
+    """Write the tables ``builders`` make from the aiconfigurator git tree (one CSV per family
+    and device, thinned by ``thin_rules``), replace ``families``' rows of MANIFEST.csv, and
+    check the written tables: the DSA and MSA extractions share it."""
+    ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("repo", help="git directory of ai-dynamo/aiconfigurator")
     ap.add_argument("--commit", default="HEAD")
@@ -164,11 +167,11 @@ def main(argv=None):
     X.DATA_ROOT = ROOT
     manifest = []
     for system, device in X.SYSTEMS.items():
-        for fam in (fam_dsa_decode, fam_dsa_prefill):
+        for fam in builders:
             t = fam(src, system)
             if t is None or len(t.df) == 0:
                 continue
-            thin(t, THIN[t.family])
+            thin(t, thin_rules[t.family])
             path, contributing = X.write_table(t, args.out, device, system)
             with open(path) as f:
                 text = f.read().replace(
@@ -187,7 +190,7 @@ def main(argv=None):
     mpath = os.path.join(args.out, "MANIFEST.csv")
     with open(mpath) as f:
         lines = f.read().splitlines()
-    keep = [ln for ln in lines if ln.split(",")[1:2] not in ([fam] for fam in FAMILIES)]
+    keep = [ln for ln in lines if ln.split(",")[1:2] not in ([fam] for fam in families)]
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(manifest)
     with open(mpath, "w") as f:
@@ -197,6 +200,11 @@ def main(argv=None):
         d = pd.read_csv(os.path.join(args.out, device, family + ".csv"), comment="#")
         key = [c for c in d.columns if c not in ("latency_us", "backend", "version", "kernel_source")]
         assert not d.duplicated(key).any() and np.isfinite(d["latency_us"]).all()
+        assert (d["latency_us"] > 0).all()
+
+
+def main(argv=None):
+    extract(argv, __doc__, (fam_dsa_decode, fam_dsa_prefill), THIN, FAMILIES)
 
 
 if __name__ == "__main__":

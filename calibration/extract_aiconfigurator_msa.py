@@ -48,13 +48,9 @@ are not extracted, as for DSA), BF16 and FP8 KV, and the size axes on a log grid
 
 from __future__ import annotations
 
-import argparse
-import csv
-import io
 import os
 import sys
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -118,51 +114,7 @@ def fam_msa_prefill(src, system):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("repo", help="git directory of ai-dynamo/aiconfigurator")
-    ap.add_argument("--commit", default="HEAD")
-    ap.add_argument("--out", default="hardware/measured")
-    args = ap.parse_args(argv)
-    src = D.GitTree(args.repo, args.commit)
-    X.WHEEL_VERSION = f"(git {src.commit[:12]})"
-    X.DATA_ROOT = D.ROOT
-    manifest = []
-    for system, device in X.SYSTEMS.items():
-        for fam in (fam_msa_decode, fam_msa_prefill):
-            t = fam(src, system)
-            if t is None or len(t.df) == 0:
-                continue
-            D.thin(t, THIN[t.family])
-            path, contributing = X.write_table(t, args.out, device, system)
-            with open(path) as f:
-                text = f.read().replace(
-                    f"aiconfigurator-core {X.WHEEL_VERSION} wheel (pip download --no-deps "
-                    f"aiconfigurator-core=={X.WHEEL_VERSION}); parquet files read (path inside "
-                    "the wheel, rows kept)",
-                    f"ai-dynamo/aiconfigurator git commit {src.commit} (github.com/ai-dynamo/"
-                    "aiconfigurator); parquet files read (path in the repository, rows kept)")
-            with open(path, "w") as f:
-                f.write(text)
-            manifest.append([device, t.family, len(t.df), ";".join(sorted(set(t.df["backend"]))),
-                             ";".join(sorted(set(t.df["backend"] + "/" + t.df["version"]))),
-                             ";".join(contributing)])
-            print(f"{device:10s} {t.family:12s} {len(t.df):6d} rows "
-                  f"{os.path.getsize(path) / 1024:7.0f} KiB")
-    mpath = os.path.join(args.out, "MANIFEST.csv")
-    with open(mpath) as f:
-        lines = f.read().splitlines()
-    keep = [ln for ln in lines if ln.split(",")[1:2] not in ([fam] for fam in FAMILIES)]
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(manifest)
-    with open(mpath, "w") as f:
-        f.write("\n".join(keep) + "\n" + buf.getvalue())
-    # sanity: unique keys, finite positive latencies
-    for device, family, *_ in manifest:
-        d = pd.read_csv(os.path.join(args.out, device, family + ".csv"), comment="#")
-        key = [c for c in d.columns if c not in ("latency_us", "backend", "version", "kernel_source")]
-        assert not d.duplicated(key).any() and np.isfinite(d["latency_us"]).all()
-        assert (d["latency_us"] > 0).all()
+    D.extract(argv, __doc__, (fam_msa_decode, fam_msa_prefill), THIN, FAMILIES)
 
 
 if __name__ == "__main__":
