@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "inference_factory"
-VOCABULARY = {"errors", "units", "bounds", "axes"}
+VOCABULARY = {"errors", "units", "bounds", "axes", "lazy"}
 FLOORS = ["kernels", "output", "specs", "engine", "factory", "analysis", "cli"]
 MODULES = sorted(p for p in PKG.rglob("*.py"))
 

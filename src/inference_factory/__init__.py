@@ -17,8 +17,7 @@ The package has one folder per layer (``kernels``, ``output``, ``specs``, ``engi
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -37,13 +36,7 @@ _LAZY = {
 __all__ = [*_LAZY, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'inference_factory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -19,10 +19,8 @@ first use, so an answer on arrays never imports xarray. The layers above (``anal
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
+from ..lazy import lazy_getattr
 
 #: public name -> module of this package that defines it, or (module, name there) where the
 #: defining module keeps a private name (analysis/ and cli/ import the engine's names from here)
@@ -43,11 +41,4 @@ _LAZY = {"RESOURCES": ".block", "evaluate": ".evaluate", "evaluate_arrays": ".ar
 __all__ = ["NUMERIC_AXES", "STRUCT_AXES", "CacheTier", "Overlap", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = where if isinstance(where, tuple) else (where, name)
-    value = getattr(importlib.import_module(module, __name__), attr)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -10,8 +10,7 @@ load the model.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ...lazy import lazy_getattr
 
 #: public name -> module of this package (or the shared closed loop) that defines it
 _LAZY = {"bench": ".serve", "DEFAULT_CONCURRENCY": ".serve", "Pool": "..closed_loop",
@@ -21,10 +20,4 @@ _LAZY = {"bench": ".serve", "DEFAULT_CONCURRENCY": ".serve", "Pool": "..closed_l
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -13,8 +13,7 @@ config and the plot). Names are imported on first use: reading :mod:`.footing` o
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ...lazy import lazy_getattr
 
 #: public name -> module of this package that defines it
 _LAZY = {"plan": ".search", "PlanResult": ".search", "candidate_shapes": ".search",
@@ -26,10 +25,4 @@ _LAZY = {"plan": ".search", "PlanResult": ".search", "candidate_shapes": ".searc
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
