@@ -127,6 +127,20 @@ def family(mirror: Mirror, system: str, kind: str):
     return t
 
 
+def write_from_mirror(t, out: str, device: str, system: str, commit: str = COMMIT) -> str:
+    """``extract_aiconfigurator.write_table``, with the header naming the repository commit
+    the rows were read at instead of the wheel (the linear and V4 extractions share it)."""
+    path, _ = X.write_table(t, out, device, system)
+    text = open(path).read().replace(
+        f"aiconfigurator-core {X.WHEEL_VERSION} wheel (pip download --no-deps "
+        f"aiconfigurator-core=={X.WHEEL_VERSION})",
+        f"ai-dynamo/aiconfigurator git {commit[:8]}").replace(
+        f"aiconfigurator-core {X.WHEEL_VERSION} measured", "aiconfigurator measured")
+    with open(path, "w", newline="") as fh:
+        fh.write(text)
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,15 +153,7 @@ def main(argv=None):
             t = family(mirror, system, kind)
             if t is None or not len(t.df):
                 continue
-            path, _ = X.write_table(t, args.out, device, system)
-            # the header names the repository commit, not the wheel
-            text = open(path).read().replace(
-                f"aiconfigurator-core {X.WHEEL_VERSION} wheel (pip download --no-deps "
-                f"aiconfigurator-core=={X.WHEEL_VERSION})",
-                f"ai-dynamo/aiconfigurator git {COMMIT[:8]}").replace(
-                f"aiconfigurator-core {X.WHEEL_VERSION} measured", "aiconfigurator measured")
-            with open(path, "w", newline="") as fh:
-                fh.write(text)
+            path = write_from_mirror(t, args.out, device, system)
             print(f"{device:14s} {kind}: {len(t.df)} rows, {os.path.getsize(path) / 1024:.0f} KiB")
 
 

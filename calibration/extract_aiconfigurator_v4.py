@@ -213,14 +213,7 @@ def main(argv=None):
             t = build(mirror, system)
             if t is None or not len(t.df):
                 continue
-            path, _ = X.write_table(t, args.out, device, system)
-            text = open(path).read().replace(
-                f"aiconfigurator-core {X.WHEEL_VERSION} wheel (pip download --no-deps "
-                f"aiconfigurator-core=={X.WHEEL_VERSION})",
-                f"ai-dynamo/aiconfigurator git {COMMIT[:8]}").replace(
-                f"aiconfigurator-core {X.WHEEL_VERSION} measured", "aiconfigurator measured")
-            with open(path, "w", newline="") as fh:
-                fh.write(text)
+            path = XL.write_from_mirror(t, args.out, device, system, COMMIT)
             print(f"{device:14s} {t.family}: {len(t.df)} rows, "
                   f"{os.path.getsize(path) / 1024:.0f} KiB")
 
