@@ -154,7 +154,8 @@ def server_tpot_quantile_s(*, quantile: float, decode_step_s, tokens_per_step,
     widen the tail, so this is optimistic).
     """
     td = np.asarray(decode_step_s, dtype=float) / np.asarray(tokens_per_step, dtype=float)
-    lam, d = np.broadcast_arrays(np.asarray(arrival_rate_per_s, float), np.asarray(service_s, float))
+    lam, d = np.broadcast_arrays(np.asarray(arrival_rate_per_s, float),
+                                 np.asarray(service_s, float))
     td = np.broadcast_to(td, lam.shape)
     out = np.empty(lam.shape)
     for idx in np.ndindex(lam.shape):
