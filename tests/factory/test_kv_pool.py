@@ -183,3 +183,18 @@ def test_pages_of_8_make_vllm_preempt_more_than_single_tokens():
     assert eight[kp.RECOMPUTE_TOKENS] == 3 * 16.0
     assert eight[kp.RUNNING_S] == 4 * 6 + 2 * 4
     assert eight[kp.WAIT_RETRACTED_S] == 2 * 4
+
+
+def test_sglang_sizes_the_targets_pool_without_the_draft():
+    # half of a 100-byte GPU for weights and KV; 20 bytes of weights of which the draft's 5,
+    # 2 bytes a token of which the draft's 0.5: with the draft in the pool (50 - 20) / 2 = 15
+    # tokens, without it (SGLang: the target's pool first) (50 - 15) / 1.5
+    from inference_factory.analysis.closed_loop import StepTable
+
+    one = np.ones(1)
+    t = StepTable(batch=one, decode_step_s=one, tokens_per_step=1.0, decode_binding=one,
+                  prompts=one, pass_s=one, prefill_binding=one, max_batch=1.0,
+                  weight_bytes=20.0, hbm_bytes=100.0, bytes_per_token=2.0,
+                  draft_weight_bytes=5.0, draft_bytes_per_token=0.5)
+    assert t.engine_pool_tokens(0.5) == 15.0
+    assert t.engine_pool_tokens(0.5, draft_in_pool=False) == pytest.approx(35.0 / 1.5)

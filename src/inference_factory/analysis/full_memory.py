@@ -59,7 +59,7 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
     n = np.atleast_1d(np.asarray(requests_per_rank, dtype=float))
     pool = engine.kv_pool
     page = float(pool.page_tokens)
-    tokens = table.engine_pool_tokens(engine.kv_memory_fraction)
+    tokens = table.engine_pool_tokens(engine.kv_memory_fraction, pool.draft_in_pool)
     if np.isfinite(tokens):
         tokens = np.floor(tokens / page) * page          # whole pages (SGLang, vLLM)
     final = float(isl + osl) if prompt_tokens is None else float(

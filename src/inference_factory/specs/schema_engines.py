@@ -88,6 +88,10 @@ class KvPoolEntry(_Schema):
         None, description="free pages a decode step asks for: boundary (SGLang: the draft "
         "buffer's pages where a request's next tokens reach a page boundary), cover (vLLM: "
         "the pages that cover its next tokens and lookahead slots)")
+    draft_in_pool: Optional[bool] = Field(
+        None, description="whether the draft's weights and KV come out of the engine's "
+        "kv_memory_fraction (false: SGLang sizes the target's pool first and loads the draft "
+        "from the rest)")
 
 
 class _Scheduling(_Schema):
