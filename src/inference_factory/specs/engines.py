@@ -45,7 +45,8 @@ _KV_POOL_DEFAULTS = dict(admission="guaranteed", retract="newest", retract_specu
                          new_token_ratio_decay_steps=1, retract_decode_steps=0,
                          clip_max_new_tokens=1 << 30, schedule_conservativeness=1.0,
                          conservativeness_dp_attention_factor=1.0, reserve_tokens_per_request=0.0,
-                         no_admission_after_retract=False)
+                         no_admission_after_retract=False, page_tokens=1,
+                         decode_check="boundary", draft_in_pool=True)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class KvPool:
     conservativeness_dp_attention_factor: float
     reserve_tokens_per_request: float
     no_admission_after_retract: bool
+    page_tokens: int
+    decode_check: str
+    draft_in_pool: bool
 
     def ratio(self, dp_attention: bool) -> tuple[float, float, float]:
         """(initial, minimum, decay per decode step) of the new-token ratio: the initial
