@@ -13,6 +13,8 @@ the schema of ``calibration/extract_aiconfigurator.py``:
     hardware/measured/MI355X/mla_decode.csv     (AITER's measured MLA decode runs, reported in
                                                  aiter/ops/triton/gluon/README.md: AITER has no
                                                  tuned attention or collective table)
+    hardware/measured/MI300X/attention_prefill.csv  (causal BF16 prefill attention measured on
+                                                 MI300X, op_tests/cpp/mha/README.md FWD TFLOPS)
     hardware/measured/MANIFEST-aiter.csv, hardware/measured/LICENSE-aiter.txt
 
     git clone https://github.com/ROCm/aiter aiter-src       # or any clone; --rev picks the commit
@@ -419,6 +421,62 @@ def read_mla_readme(version: str, text: str) -> pd.DataFrame:
                      source=MLA_README)[["device"] + MLA_DECODE_COLS + ["source"]]
 
 
+# ---- FMHA prefill: AMD's measured forward attention in the CK MHA benchmark README ------------
+
+#: AITER's only measured attention times on gfx942: the table under "the asm kernel performance
+#: of the attention forwards and attention backwards" ("tested under the conditions of BF16 and
+#: BSHD in batch mode"), one TFLOPS column per device and direction; the FWD runs are
+#: op_tests/cpp/mha/benchmark_mha_fwd.cpp (ck_tile timer: mean of -repeat launches after
+#: -warmup, defaults 10 / 10). No decode (paged / MLA) time exists for gfx942 in AITER.
+FMHA_README = "op_tests/cpp/mha/README.md"
+#: the README's device columns extracted (our device name = its column name). MI355X's FWD
+#: column is there too and not extracted: a change of MI355X's answers for its own check
+FMHA_DEVICES = ("MI300X",)
+ATTN_PREFILL_COLS = ["batch_size", "isl", "num_heads", "num_kv_heads", "head_dim", "attn_dtype",
+                     "kv_dtype", "latency_us", "backend", "version", "kernel_source"]
+ATTN_PREFILL_KEY = ATTN_PREFILL_COLS[:7]
+
+
+def _fmha_flop(batch, seqlen_q, seqlen_k, heads, hdim_q, hdim_v, causal):
+    """benchmark_mha_fwd.cpp's FLOP count: batch x nhead x (2 sq sk hdim_q + 2 sq hdim_v sk),
+    halved under any mask (its ``flop /= 2``); TFLOPS = flop / 1e9 / ms."""
+    flop = batch * heads * (2 * seqlen_q * seqlen_k * hdim_q + 2 * seqlen_q * hdim_v * seqlen_k)
+    return flop / 2 if causal else flop
+
+
+def read_fmha_readme(version: str, text: str) -> pd.DataFrame:
+    """Causal BF16 prefill attention latencies (us) per shape from the README's FWD TFLOPS:
+    latency = benchmark flop / TFLOPS. Kept: causal = 1 (the engine's prefill is causal:
+    gqa_prefill_roofline_s) with seqlen_q = seqlen_kv (no cached prefix); hdim is both the
+    QK and V head dim. A changed table layout raises (numbers are never guessed)."""
+    lines = text.splitlines()
+    start = next((i for i, x in enumerate(lines) if "FWD(TFLOPS)" in x), None)
+    if start is None:
+        raise ValueError(f"{FMHA_README}: no FWD(TFLOPS) table")
+    tab = _table_after(lines, start)
+    head, devs, body = tab[0], tab[1], tab[2:]
+    col = {h: j for j, h in enumerate(head)}
+    need = ("batch", "q_nheads", "kv_nheads", "seqlen_q", "seqlen_kv", "hdim", "causal")
+    fwd = col.get("FWD(TFLOPS)")
+    if fwd is None or any(k not in col for k in need) or any(devs[j] for j in range(fwd)):
+        raise ValueError(f"{FMHA_README}: FWD table header not understood: {head} / {devs}")
+    rows = []
+    for dev in FMHA_DEVICES:
+        if dev not in devs[fwd:fwd + 2]:
+            raise ValueError(f"{FMHA_README}: no {dev} column under FWD(TFLOPS): {devs}")
+        j = fwd + devs[fwd:fwd + 2].index(dev)
+        for r in body:
+            b, hq, hk, sq, sk, d, causal = (int(r[col[k]]) for k in need)
+            if causal != 1 or sq != sk or not re.fullmatch(r"\d+(\.\d+)?", r[j]):
+                continue
+            us = _fmha_flop(b, sq, sk, hq, d, d, True) / (float(r[j]) * 1e12) * 1e6
+            rows.append((dev, b, sq, hq, hk, d, "bf16", "bf16", us, "aiter", version,
+                         "asm fmha_fwd_v3 (benchmark_mha_fwd, README FWD TFLOPS)", FMHA_README))
+    if not rows:
+        raise ValueError(f"{FMHA_README}: no causal FWD rows")
+    return pd.DataFrame(rows, columns=["device"] + ATTN_PREFILL_COLS + ["source"])
+
+
 # ---- reduction ---------------------------------------------------------------------------------
 
 def fastest(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
@@ -464,19 +522,26 @@ def write_table(path, df, cols, header_lines):
             w.writerow([_fmt(v) for v in row])
 
 
+#: how each README-derived family's latency was measured (the tuned tables: AITER `us`)
+UNITS = {
+    "mla_decode": ("op_tests/test_mla.py run_perftest: mean device time per call, "
+                   "aiter/test_common.py, as reported in the README"),
+    "attention_prefill": ("benchmark_mha_fwd.cpp's flop / the README's FWD TFLOPS; its "
+                          "ck_tile timer: mean of 10 launches after 10 warm-up ones"),
+}
+
+
 def header(device, family, sources, commit, wheel_version, selection, key, note):
     lines = [(f"AITER measured latencies: {family} on {device} "
              f"({'gfx942, 304 CUs' if device == 'MI300X' else 'gfx950, 256 CUs'})"),
              f"Source: github ROCm/aiter commit {commit}"
              + (f" and the amd-aiter {wheel_version} wheel" if wheel_version else "")
-             + ("; files read" if family == "mla_decode" else "; tuned tables read")
+             + ("; tuned tables read" if family in ("gemm", "moe") else "; files read")
              + " (version, path, rows kept):"]
     lines += [f"  {v} {p} ({n})" for (v, p), n in sorted(sources.items())]
     lines += [f"Licence: {LICENCE_LINE} (see ../LICENSE-aiter.txt)",
-              ("Units: latency_us = microseconds (" + (
-                  "op_tests/test_mla.py run_perftest: mean device time per call, "
-                  "aiter/test_common.py, as reported in the README" if family == "mla_decode"
-                  else "AITER `us`: mean device time per call of the tuned kernel, torch "
+              ("Units: latency_us = microseconds (" + UNITS.get(
+                  family, "AITER `us`: mean device time per call of the tuned kernel, torch "
                   "profiler over rotating input copies, aiter/test_common.py perftest")
                + "), written %.4g"),
               f"Selection: {selection}",
@@ -502,12 +567,14 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
     gemm = pd.concat(gemm, ignore_index=True)
     moe = pd.concat(moe, ignore_index=True)
     mla = read_mla_readme(commit[:10], _git(repo, "show", f"{commit}:{MLA_README}"))
+    fmha = read_fmha_readme(commit[:10], _git(repo, "show", f"{commit}:{FMHA_README}"))
     manifest = []
     for device in sorted(set(DEVICES.values())):
         folder = os.path.join(out, device)
         os.makedirs(folder, exist_ok=True)
         for f in os.listdir(folder):
-            if f in ("gemm.csv", "moe.csv", "mla_decode.csv", f"{MLA_POINTS}.csv"):   # its own
+            if f in ("gemm.csv", "moe.csv", "mla_decode.csv", f"{MLA_POINTS}.csv",
+                     "attention_prefill.csv"):                                  # its own
                 os.remove(os.path.join(folder, f))
         g = fastest(gemm[gemm["device"] == device], ["device"] + GEMM_KEY)
         before = len(g)
@@ -522,6 +589,7 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
         a_all = len(a)
         a = fastest(a, ["device"] + MLA_DECODE_KEY)
         a = a.sort_values(MLA_DECODE_KEY, kind="mergesort").reset_index(drop=True)
+        p = fmha[fmha["device"] == device].sort_values(ATTN_PREFILL_KEY, kind="mergesort")
         for fam, df, cols, key, sel, note in (
             ("gemm", g, GEMM_COLS, ",".join(GEMM_KEY),
              ("tables *tuned_gemm*.csv except batched; dtype from the table: bf16 (bf16_*, "
@@ -568,6 +636,21 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
              "serving engine that runs the ASM kernel is slower by those factors"),
              (f"Note: {a_all} README measurements -> {len(a)} rows (fastest per key); the README "
               "rounds TFLOPS to 0.1 and us to 0.01")),
+            ("attention_prefill", p.reset_index(drop=True), ATTN_PREFILL_COLS,
+             ",".join(ATTN_PREFILL_KEY),
+             (f"{FMHA_README} (AITER's only measured attention times on gfx942; no decode "
+              "time exists): its FWD TFLOPS table ('the asm kernel performance of the attention "
+              "forwards', BF16, BSHD, batch mode), this device's column; causal rows with "
+              "seqlen_q = seqlen_kv only (the engine costs causal prefill without a cached "
+              "prefix); isl = seqlen, num_heads = q_nheads, num_kv_heads = kv_nheads (one GPU "
+              "runs them all: per-GPU heads), head_dim = hdim (QK and V), attn_dtype = kv_dtype "
+              "= bf16; latency_us = flop / TFLOPS with benchmark_mha_fwd.cpp's flop = batch x "
+              "q_nheads x 4 x seqlen^2 x hdim / 2 (causal); kernel_source names the kernel the "
+              "README section measures (asm fmha_fwd_v3)"),
+             (f"Note: {len(p)} rows; the README rounds TFLOPS to 0.01 (a 0.001-0.008 % "
+              "latency error); batch 1-8, seqlen 1024-10240, 32/64 query heads: a TP-sliced "
+              "model's fewer heads per GPU take the nearest measured heads (labelled "
+              "extrapolated)")),
         ):
             if not len(df):
                 continue
@@ -600,13 +683,14 @@ def check(out):
     """Re-read the written tables: unique keys, finite positive latencies, provenance."""
     for device in sorted(set(DEVICES.values())):
         for fam, key in (("gemm", GEMM_KEY), ("moe", MOE_KEY),
-                         ("mla_decode", MLA_DECODE_KEY), (MLA_POINTS, MLA_DECODE_KEY)):
+                         ("mla_decode", MLA_DECODE_KEY), (MLA_POINTS, MLA_DECODE_KEY),
+                         ("attention_prefill", ATTN_PREFILL_KEY)):
             p = os.path.join(out, device, f"{fam}.csv")
             if not os.path.exists(p):
                 continue
             df = pd.read_csv(p, comment="#")
             assert not df.duplicated(key).any(), (p, "duplicate keys")
-            dt = "kv_dtype" if fam.startswith("mla_decode") else "dtype"
+            dt = "kv_dtype" if fam.startswith(("mla_decode", "attention")) else "dtype"
             v = df["latency_us"].to_numpy(dtype=float)
             assert np.isfinite(v).all() and (v > 0).all(), (p, "latency")
             for c in ("backend", "version", "kernel_source"):
