@@ -285,6 +285,65 @@ def read_moe(version: str, path: str, text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
 
 
+# ---- fused MoE: AMD's MoE benchmarking run on MI300 (DeepSeek-V3 shapes the tables lack) -------
+
+#: AMD's MoE kernel benchmarking pipeline (op_tests/moe_benchmarking_profiling, commit
+#: 6f7d20bc55 "Add MOE kernel benchmarking and profiling", 2026-01-29, reachable from AITER's
+#: tag archive/benchmarking, not on main) ran AITER's own fmoe tuner task generators and timing
+#: (run_perftest, the tuned tables' ``us``) over every kernel of each shape on an 'mi300' and
+#: kept the best ones per stage in this file. It measures DeepSeek-V3's routed experts at TP8
+#: and TP4 (7168 x 256 / 512, 256 experts, top-8, 1x128 FP8) for 1-1024 tokens, shapes AITER's
+#: shipped gfx942 tables lack (their 304-CU DeepSeek rows are the EP8 rank only).
+#: ASSUMPTION: 'mi300' is MI300X (304 CUs): the pipeline's GPU map knows MI300X and MI300A only
+#: on gfx942, its roofline analysis defaults to MI300X (analyze_profiling.py DEFAULT_GPU); the
+#: file does not record cu_num. Only DeepSeek-V3's own shapes and format are taken: model_dim
+#: 7168, 256 routed experts (257 / top-9 with the shared one fused), 1x128 block-scaled FP8
+#: (fp8_block), at TP8 (inter_dim 256) and TP4 (512). The rest are AITER's unit-test and other models' shapes,
+#: and per-tensor FP8 / BF16 runs of the DeepSeek shapes: MI300X has no other 'fp8' MoE row, so
+#: the nearest-shape rule would hand their 256-expert efficiency to an 8-expert model (MLPerf
+#: Mixtral-8x7B FP8 offline on MI300X: 9195 -> 15865 tok/s/GPU), a far extrapolation.
+MOE_BENCH_COMMIT = "6f7d20bc55b75d2181598838ffb3fdaeee47414e"
+MOE_BENCH_PATH = "op_tests/moe_benchmarking_profiling/results/mi300_benchmark_best_kernels.csv"
+MOE_BENCH_DEVICE = "MI300X"
+MOE_BENCH_HIDDEN = (7168,)
+MOE_BENCH_EXPERTS = (256, 257)
+MOE_BENCH_DTYPES = ("fp8_block",)
+
+
+def read_moe_benchmark(version: str, text: str) -> pd.DataFrame:
+    """One row per benchmarked shape, in read_moe's form: latency = the faster of the best
+    1-stage kernel and the best stage-1 + stage-2 pair of one block_m (the file keeps the best
+    kernel of each stage and kind, so both optima are in it); the activation quantisation the
+    file times apart (quant_time_us) is left out, as in the tuned tables' us1 + us2."""
+    df = pd.read_csv(io.StringIO(text))
+    df = df[_finite_positive(df["time_us"]) & (df["error"].astype(str) != "failed")
+            & df["model_dim"].isin(MOE_BENCH_HIDDEN) & df["expert"].isin(MOE_BENCH_EXPERTS)
+            & (df["use_g1u1"] == 1)]
+    rows = []
+    for _, g in df.groupby("config_idx", sort=True):
+        r = g.iloc[0]
+        dtype = MOE_DTYPES.get((str(r.q_dtype_a), str(r.q_dtype_w), str(r.q_type)), "")
+        if dtype not in MOE_BENCH_DTYPES:
+            continue
+        best = [(float(x.time_us), x.kernel_name) for x in g.itertuples()
+                if x.stage == "asm_1stage"]
+        for bm, h in g.groupby("block_m"):
+            s1, s2 = h[h.stage == "stage1"], h[h.stage == "stage2"]
+            if len(s1) and len(s2):
+                a, b = s1.loc[s1.time_us.idxmin()], s2.loc[s2.time_us.idxmin()]
+                best.append((float(a.time_us + b.time_us), f"{a.kernel_name}+{b.kernel_name}"))
+        if not best:
+            continue
+        us, ks = min(best)
+        for n, inter, experts, t, e in moe_forms(int(r.token), int(r.inter_dim), int(r.expert)):
+            rows.append((MOE_BENCH_DEVICE, dtype, n, int(r.model_dim), inter, int(r.topk),
+                         experts, t, e, "uniform", us, "aiter", version,
+                         (f"{ks} [token={int(r.token)} inter_dim={int(r.inter_dim)} "
+                          f"expert={int(r.expert)}; moe_benchmarking_profiling mi300]"),
+                         MOE_BENCH_PATH))
+    return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
+
+
 # ---- MLA decode: AMD's own measured latencies in the Gluon kernel README -----------------------
 
 #: AITER reports measured MLA decode (absorbed, DeepSeek dimensions) latencies on gfx950 only in
@@ -565,6 +624,8 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
         elif kind == "moe":
             moe.append(read_moe(version, path, text))
     gemm = pd.concat(gemm, ignore_index=True)
+    moe.append(read_moe_benchmark(MOE_BENCH_COMMIT[:10],
+                                  _git(repo, "show", f"{MOE_BENCH_COMMIT}:{MOE_BENCH_PATH}")))
     moe = pd.concat(moe, ignore_index=True)
     mla = read_mla_readme(commit[:10], _git(repo, "show", f"{commit}:{MLA_README}"))
     fmha = read_fmha_readme(commit[:10], _git(repo, "show", f"{commit}:{FMHA_README}"))
@@ -617,7 +678,12 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
              "(moe_tp in 1,2,4,8 with inter_size = t x inter_dim; moe_ep in 2,4,8 with "
              "num_experts = e x expert and num_tokens = e x token; kernel_source gives the "
              "original token/inter_dim/expert); rows with expert = E+1 and topk = k+1 are "
-             "AITER's fused shared expert and are kept as measured; fastest row per key"),
+             "AITER's fused shared expert and are kept as measured; fastest row per key"
+             + (f"; plus AMD's MoE benchmarking run (commit {MOE_BENCH_COMMIT[:10]}, "
+                f"{MOE_BENCH_PATH}; ASSUMPTION: its 'mi300' is MI300X, see MOE_BENCH_COMMIT in "
+                "calibration/extract_aiter.py), model_dim 7168 with 256/257 experts, fp8_block only: latency = min(best 1-stage "
+                "kernel, best stage 1 + best stage 2 of one block_m), quant_time_us left out"
+                if device == MOE_BENCH_DEVICE else "")),
              (f"Note: {len(m) // max(len(MOE_TP) + len(MOE_EP) - 1, 1)} measured shapes x "
              f"{len(MOE_TP) + len(MOE_EP) - 1} partitions")),
             ("mla_decode", a, MLA_DECODE_COLS, ",".join(MLA_DECODE_KEY),
