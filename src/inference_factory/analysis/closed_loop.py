@@ -79,10 +79,11 @@ class StepTable:
         """The pool an engine that gives ``memory_fraction`` of the GPU's memory to weights
         and KV together keeps (SGLang's --mem-fraction-static: that share less the weights,
         over the bytes a token takes); None: the engine's memory model's (``pool_tokens``)."""
-        if memory_fraction is None or not self.bytes_per_token > 0:
-            return self.pool_tokens
-        return max(memory_fraction * self.hbm_bytes - self.weight_bytes, 0.0) \
-            / self.bytes_per_token
+        from .full_memory import engine_pool_tokens     # the one rule, shared with plan
+        return engine_pool_tokens(memory_fraction, hbm_bytes=self.hbm_bytes,
+                                  weight_bytes=self.weight_bytes,
+                                  bytes_per_token=self.bytes_per_token,
+                                  model_pool_tokens=self.pool_tokens)
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)

@@ -56,7 +56,8 @@ RECOMMENDATION_COLUMNS = (
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
     "prefill_overlap",
-    "batch_size", "draft_depth", "concurrency", "kv_offload",
+    "batch_size", "draft_depth", "kv_pool_max_batch", "runs_eager", "concurrency",
+    "kv_offload",
     "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
     "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
     "prefill_tokens_per_s_per_gpu",
@@ -108,11 +109,22 @@ def _best(mine: pd.DataFrame, reason: str) -> str:
     return f"; fastest {t.min() * 1e3:.4g} ms" if len(t) else ""
 
 
+#: What tells two candidates apart as deployments (the front keeps one row of each).
+_DEPLOYMENT = ("hardware", "engine", "engine_version", "mode", "tp", "dp", "ep", "prefill_tp",
+               "prefill_dp", "prefill_ep", "decode_instances", "prefill_instances", "precision",
+               "weight_precision", "moe_precision", "kv_precision", "overlap", "prefill_overlap",
+               "batch_size", "draft_depth", "prefill_batch_size")
+
+
 def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFrame:
     """Non-dominated (``user``: tokens/s per user, all-in tokens/s per GPU) per hardware
     among the candidates that fit and meet TTFT (TPOT is the axis the front trades along;
     ``plan --trace``: E2E normalized interactivity P90)."""
     ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
+    # one row per deployment of one engine (a repeated batch or shape in the search gives the
+    # same candidate twice); rows of different engines stay, each naming its engine
+    same = [c for c in _DEPLOYMENT if c in cand]
+    ok &= ~cand[same].astype(str).duplicated()
     parts = []
     for hw, sub in cand[ok].groupby("hardware", sort=False):
         mask = pareto_mask(sub[user].to_numpy(float),
