@@ -106,11 +106,23 @@ def test_graph_limit_flags_eager_batches():
     assert (tr["runs_eager"] == (tr["batch_size"] > 128)).all()
 
 
-def test_cli_front_names_engine_and_eager():
+def test_cli_front_names_engine_and_eager(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = ok(CliRunner().invoke(cli, [
         "plan", "-m", "gpt-oss-120b", "-H", "B200", "--gpus", "8", "--isl", "1024", "--osl",
-        "1024", "--tpot", "30ms", "--engine", "trtllm", "-p", "tp=4,ep=4"]))
+        "1024", "--tpot", "30ms", "--engine", "trtllm", "-p", "tp=4,ep=4",
+        "--emit-launch", "go.sh"]))
     front = out.split("Pareto front")[1]
-    head = front.splitlines()[1].split()
-    assert head[:2] == ["device", "engine"] and "eager" in head
-    assert "eager: the decode batch per rank is above the engine's CUDA-graph limit" in front
+    lines = front.splitlines()
+    head = next(x for x in lines if x.startswith("device")).split()
+    assert head[:3] == ["device", "engine", "mode"]
+    rows = [x.split() for x in lines if x.startswith("B200 ")]
+    # every row names its engine; a batch above TensorRT-LLM's 128 is starred as eager
+    assert rows and all(r[1] == "trtllm-1.3" for r in rows)
+    assert all(r[2].endswith("*") == (int(r[6]) > 128) for r in rows)
+    assert "*: the decode batch per rank is above the engine's CUDA-graph limit" in front
+    # the recommendation's batch per rank is above TensorRT-LLM's 128: said under its
+    # command and in the script
+    script = (tmp_path / "go.sh").read_text()
+    assert ("# note: trtllm-1.3 on B200 runs a decode batch above 128 per rank"
+            in script) == (int(out.split("\nbatch")[1].split()[0]) > 128)

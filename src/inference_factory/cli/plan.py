@@ -235,17 +235,15 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         if notes:
             more += "\n" + "\n".join(f"precision: {n}" for n in notes)
         text += more if wide else fit_lines(more)
+        from ..analysis.plan.ranking import front_note, front_table
         front = result.front
         text += "\n\n" + render(
             # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
-            front[[c for c in ("hardware", "engine", "mode", "tp", "dp", "ep", "precision",
-                               "batch_size", "draft_depth", "runs_eager",
-                               "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
-                               "usd_per_mtok_output_all_in") if c in front]].rename(
-                columns={"runs_eager": "eager"}),
-            fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
-                        "tokens/s per GPU", human=not wide, width=10_000)  # names unwrapped
-        text += _front_note(front) if wide else fit_lines(_front_note(front))
+            front_table(front, short=not wide), fmt,
+            header="Pareto front (fits, meets TTFT): tokens/s per user against output "
+                   "tokens/s per GPU (agg: aggregated, P/D: disaggregated)",
+            human=not wide, width=10_000 if wide else None)
+        text += front_note(front) if wide else fit_lines(front_note(front))
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -319,6 +317,8 @@ def _launches(result, path: str) -> list[tuple[str, str, str]]:
             head = (f"#!/bin/sh\n# {result.request['model']} on {hw}: {r['mode']}, engine "
                     f"{r.get('engine_label', r.get('engine'))} "
                     f"(inference-factory plan; docs/ENGINES.md)\n")
+            if str(r.get("cuda_graph_note") or ""):
+                head += f"# note: {r['cuda_graph_note']}\n"
             out.append((config_path(path, hw, several), hw, head + cmd + "\n"))
     if not out:
         raise SpecError("--emit-launch: no device has a recommendation that meets the targets")
@@ -336,24 +336,6 @@ def _launch_note(recs) -> str:
                 else "")
              for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
     return "\n" + "\n".join(lines) if lines else ""
-
-
-def _front_note(front) -> str:
-    """Under the front: why rows of two engines can carry the same figures, and what an
-    eager decode step means."""
-    lines = []
-    figures = ["hardware", "mode", "tp", "dp", "ep", "precision", "batch_size", "draft_depth",
-               "tokens_per_s_per_user", "output_tokens_per_s_per_gpu"]
-    if "engine" in front and all(c in front for c in figures) \
-            and front[figures].astype(str).duplicated().any():
-        lines.append("rows of different engines with the same figures: a disaggregated "
-                     "deployment's pools do not depend on the engine's scheduling, and engines "
-                     "with the same policy and budgets run one closed loop (every engine on "
-                     "the same kernel tables)")
-    if "runs_eager" in front and front["runs_eager"].astype(bool).any():
-        lines.append("eager: the decode batch per rank is above the engine's CUDA-graph limit "
-                     "on the device; its eager step time is unmodelled (optimistic)")
-    return "".join(f"\n{x}" for x in lines)
 
 
 def _footing_note(recs) -> str:

@@ -133,3 +133,36 @@ def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFr
     return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
 
 
+def front_table(front, short: bool = True):
+    """The front's columns as printed: each row's engine (its profile names its version:
+    sglang-0.5.6, trtllm-1.3) and the mode short, a ``*`` where the decode batch runs
+    outside the engine's CUDA graphs (:func:`front_note`); ``short``: the two widest
+    headers over two lines, so the engine's name fits in 100 columns unwrapped."""
+    cols = [c for c in ("hardware", "engine", "mode", "tp", "dp", "ep", "batch_size",
+                        "draft_depth", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+                        "usd_per_mtok_output_all_in") if c in front]
+    mode = front["mode"].map({"aggregated": "agg", "disaggregated": "P/D"}).fillna("")
+    if "runs_eager" in front:
+        mode = mode + front["runs_eager"].astype(bool).map({True: "*", False: ""})
+    out = front[cols].assign(mode=mode)
+    return out.rename(columns={"output_tokens_per_s_per_gpu": "out tok/s / /GPU",
+                               "usd_per_mtok_output_all_in": "$/M out / all-in"}) if short \
+        else out
+
+
+def front_note(front) -> str:
+    """Under the front: why rows of two engines can carry the same figures, and what an
+    eager decode step means."""
+    lines = []
+    figures = ["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
+               "tokens_per_s_per_user", "output_tokens_per_s_per_gpu"]
+    if "engine" in front and all(c in front for c in figures) \
+            and front[figures].astype(str).duplicated().any():
+        lines.append("rows of different engines with the same figures: a disaggregated "
+                     "deployment's pools do not depend on the engine's scheduling, and engines "
+                     "with the same policy and budgets run one closed loop (every engine on "
+                     "the same kernel tables)")
+    if "runs_eager" in front and front["runs_eager"].astype(bool).any():
+        lines.append("*: the decode batch per rank is above the engine's CUDA-graph limit on "
+                     "the device, so it runs eager; that step time is unmodelled (optimistic)")
+    return "".join(f"\n{x}" for x in lines)
