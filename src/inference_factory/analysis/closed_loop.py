@@ -83,13 +83,14 @@ class StepTable:
         and KV together keeps (SGLang's --mem-fraction-static: that share less the weights,
         over the bytes a token takes; where the draft is not in it, the target's weights
         and bytes alone); None: the engine's memory model's (``pool_tokens``)."""
-        if memory_fraction is None or not self.bytes_per_token > 0:
-            return self.pool_tokens
+        from .full_memory import engine_pool_tokens     # the one rule, shared with plan
         weights, per_token = self.weight_bytes, self.bytes_per_token
         if not draft_in_pool:
             weights -= self.draft_weight_bytes
             per_token -= self.draft_bytes_per_token
-        return max(memory_fraction * self.hbm_bytes - weights, 0.0) / per_token
+        return engine_pool_tokens(memory_fraction, hbm_bytes=self.hbm_bytes,
+                                  weight_bytes=weights, bytes_per_token=per_token,
+                                  model_pool_tokens=self.pool_tokens)
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)

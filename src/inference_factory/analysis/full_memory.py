@@ -45,6 +45,38 @@ def _decode_check(rule: str, page: float, draft_depth: float) -> np.ndarray:
     return np.array([page, buffer, max(buffer, 1.0), kp.CHECK_BOUNDARY])
 
 
+def engine_pool_tokens(memory_fraction, *, hbm_bytes, weight_bytes, bytes_per_token,
+                       model_pool_tokens):
+    r"""A DP rank's KV pool in tokens under an engine's pool share (``bench``'s full-memory
+    loop and ``plan``'s feasibility: one rule).
+
+    .. math:: K = \frac{\max(f\,C - W,\ 0)}{b}
+
+    f the engine's ``kv_memory_fraction`` (SGLang's --mem-fraction-static: weights and KV
+    together take f of the GPU's memory C; SGL056 model_runner.py profile_max_num_token), W
+    the weight bytes per GPU, b the bytes a token takes per GPU. Where the engine states no
+    share (None) or tokens take no bytes: ``model_pool_tokens``, the memory model's pool
+    (HBM less weights and the runtime reserve). Arrays broadcast."""
+    if memory_fraction is None:
+        return model_pool_tokens
+    b = np.asarray(bytes_per_token, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.maximum(memory_fraction * np.asarray(hbm_bytes, float)
+                       - np.asarray(weight_bytes, float), 0.0) / b
+    k = np.where(b > 0, k, model_pool_tokens)
+    return float(k) if np.ndim(k) == 0 else k
+
+
+def sequences_held(pool_tokens, sequence_tokens):
+    r"""Requests a pool of ``pool_tokens`` holds at once, each at ``sequence_tokens`` (its
+    final length plus its fixed bytes in tokens): :math:`\lfloor K / L \rfloor`, infinite
+    where the pool is. Arrays broadcast."""
+    k = np.asarray(pool_tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(np.isfinite(k), np.floor(k / np.asarray(sequence_tokens, float)), np.inf)
+    return float(n) if np.ndim(n) == 0 else n
+
+
 def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_depth: float,
                       dp_attention: bool, isl: int = 0, osl: int = 0, range_ratio: float = 1.0,
                       prompt_tokens=None, output_tokens=None,
@@ -65,7 +97,7 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
     final = float(isl + osl) if prompt_tokens is None else float(
         np.max(np.asarray(prompt_tokens) + np.asarray(output_tokens)))
     held = kp.paged_tokens(final, page) + table.seq_overhead_tokens
-    holds = np.floor(tokens / held) if np.isfinite(tokens) else np.inf
+    holds = sequences_held(tokens, held)
     full = (pool.admission != "guaranteed") & (np.minimum(n, request_cap) > holds)
     out = dict(full=full, batch=np.full(n.shape, np.nan), recompute_frac=np.zeros(n.shape),
                retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape))

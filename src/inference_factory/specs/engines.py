@@ -253,6 +253,16 @@ class ServingEngine:
                     else self.max_running_requests)
         return cap / dp if (dp > 1 and self.dp_attention_divides_limits) else cap
 
+    def runs_eager(self, batch_per_rank):
+        """Whether a decode step of ``batch_per_rank`` requests per DP rank runs outside the
+        engine's CUDA graphs on its device (above ``supports.cuda_graph_max_batch``; False
+        where the profile states none): its launch time is not modelled (docs/ENGINES.md)."""
+        import numpy as np
+
+        limit = self.supports.cuda_graph_max_batch if self.supports is not None else 0
+        b = np.asarray(batch_per_rank, dtype=float)
+        return (b > limit) if limit else np.zeros(b.shape, dtype=bool)
+
     def recv_interval(self, concurrency, dp_attention: bool):
         """Decode steps between two polls for new requests at each concurrency (an array)."""
         import numpy as np
