@@ -33,7 +33,8 @@ from .files import read_toml, data_dir
 
 #: what a profile supports where neither it nor the device says (the most conservative)
 _SUPPORT_DEFAULTS = dict(modes=("aggregated",), attention_dp=False, expert_parallel=False,
-                         all_to_all="", kv_connector="", speculative=(),
+                         all_to_all="", expert_parallel_spans_instance=False,
+                         kv_connector="", speculative=(),
                          two_batch_overlap=False, weight_formats=(), kv_formats=(),
                          max_instance_gpus=8, cuda_graph_max_batch=0, kernel_tables="")
 
@@ -86,6 +87,7 @@ class Supports:
     attention_dp: bool
     expert_parallel: bool
     all_to_all: str
+    expert_parallel_spans_instance: bool
     kv_connector: str
     speculative: tuple[str, ...]
     two_batch_overlap: bool
@@ -105,6 +107,8 @@ class Supports:
             return "no attention DP"
         if ep > 1 and not self.expert_parallel:
             return "no expert parallelism"
+        if ep > 1 and self.expert_parallel_spans_instance and ep != tp * dp:
+            return f"expert parallelism spans the instance (ep = tp x dp = {tp * dp}, not {ep})"
         if tp * dp > self.max_instance_gpus:
             return f"instances of at most {self.max_instance_gpus} GPUs"
         if draft_depth and draft_depth > 0 and not self.speculative:

@@ -34,6 +34,9 @@ class SupportsEntry(_Schema):
     expert_parallel: Optional[bool] = Field(None, description="experts sharded over GPUs (ep > 1)")
     all_to_all: Optional[str] = Field(None, description="the expert-parallel dispatch/combine "
                                       "backend, as the engine names it")
+    expert_parallel_spans_instance: Optional[bool] = Field(
+        None, description="with expert parallelism the experts span every GPU of the "
+        "instance (ep = tp x dp; vLLM), no separate EP size")
     kv_connector: Optional[str] = Field(None, description="the P/D KV-transfer backend")
     speculative: Optional[list[Literal["mtp", "draft-model"]]] = Field(
         None, description="speculative decoding it runs (mtp: the model's own MTP/EAGLE head)")
