@@ -162,6 +162,16 @@ class ServingEngine:
     fusion_by_device: Mapping[str, bool] = field(default_factory=dict, compare=False, repr=False)
     devices: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     base_supports: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: model family -> the devices the engine runs that family on (``[engines.X.models]``;
+    #: empty: no family restricted) and the file's family -> model names
+    #: (``[model_families]``: a model in no family is not restricted)
+    models: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
+                                                  repr=False)
+    model_families: Mapping[str, tuple[str, ...]] = field(default_factory=dict,
+                                                          compare=False, repr=False)
+    #: model family -> the supports fields it replaces (``[engines.X.model_supports]``)
+    model_supports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict,
+                                                            compare=False, repr=False)
 
     # ---- the device ---------------------------------------------------------------------
 
@@ -263,10 +273,27 @@ class ServingEngine:
         return np.where(c >= self.recv_interval_high_from_concurrency,
                         float(self.recv_interval_steps_high), float(self.recv_interval_steps))
 
-    def refusal(self, **deployment) -> str:
-        """Why the engine does not run ``deployment`` on its device (:meth:`Supports.refusal`),
-        '' where it does or where the profile is not resolved for a device."""
-        return self.supports.refusal(**deployment) if self.supports is not None else ""
+    def refusal(self, *, model=None, **deployment) -> str:
+        """Why the engine does not run ``deployment`` of ``model`` (a model spec or name;
+        None: any) on its device: the model's family where the profile does not run it
+        there (:meth:`model_refusal`), else :meth:`Supports.refusal` with the fields the
+        family replaces; '' where it does or where the profile is not resolved for a device."""
+        from .engine_models import refusal
+
+        return refusal(self, model, deployment)
+
+    def supports_for(self, model=None) -> Supports | None:
+        """What the engine runs on its device for ``model`` (None: any)."""
+        from .engine_models import supports_for
+
+        return supports_for(self, model)
+
+    def model_refusal(self, model) -> str:
+        """'' where the profile runs ``model``'s family on its device (or the model is in no
+        family); else one line naming the file, the field, its value and what it runs."""
+        from .engine_models import model_refusal
+
+        return model_refusal(self, model)
 
     def launch_command(self, model: str, *, tp: int = 1, dp: int = 1, ep: int = 1,
                        draft_depth: int = 0, kv_precision: str = "bf16",
@@ -390,23 +417,27 @@ def _load(path):
 
 
 def _parse(p: Path):
+    from .engine_models import read_models
     from .schema_base import check
     from .schema_engines import ServingEnginesFile
 
     f = check(ServingEnginesFile, read_toml(p), str(p))
     engines = {}
+    families = {fam: tuple(ms) for fam, ms in (f.model_families or {}).items()}
     for k, e in f.engines.items():
         d = e.model_dump()
         devices, sup, launch = d.pop("devices"), d.pop("supports"), d.pop("launch") or {}
         fusion = d.pop("fused_allreduce_norm") or {}
         pool = {**_KV_POOL_DEFAULTS,
                 **{a: b for a, b in (d.pop("kv_pool") or {}).items() if b is not None}}
+        models, fam_sup = read_models(p, k, d, families, devices)
         for hw, entry in devices.items():
             if entry.get("like") and entry["like"] not in devices:
                 raise SpecError(f"{p}: engines.{k}.devices.{hw}.like = {entry['like']!r} is "
                                 f"not a device of the profile; allowed: {sorted(devices)}")
         engines[k] = ServingEngine(name=k, path=str(p), devices=devices, launch=launch,
-                                   fusion_by_device=fusion,
+                                   fusion_by_device=fusion, models=models,
+                                   model_supports=fam_sup, model_families=families,
                                    base_supports={a: b for a, b in sup.items() if b is not None},
                                    kv_pool=KvPool(**pool), **d)
     names = {f.default} | {e.engine for e in engines.values()}
