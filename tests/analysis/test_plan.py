@@ -165,8 +165,8 @@ def test_every_candidate_marked_feasible_is_feasible_and_ranked(small):
 
 
 def test_an_aggregated_candidate_is_benchs_closed_loop_at_its_concurrency(small):
-    """plan and bench are one model: bench at a candidate's concurrency settles on the
-    candidate's decode batch with its throughput, TPOT and TTFT (bench's 10^7 prompts
+    """plan and bench are one model: bench (with the candidate's engine) at a candidate's
+    concurrency settles on the candidate's decode batch with its throughput, TPOT and TTFT (bench's 10^7 prompts
     make the run's first wave negligible; 2 %: the concurrency rounded to whole requests)."""
     from inference_factory.analysis.bench import bench
 
@@ -178,7 +178,7 @@ def test_an_aggregated_candidate_is_benchs_closed_loop_at_its_concurrency(small)
                   weight_precision=row.weight_precision, moe_precision=row.moe_precision,
                   kv_precision=row.kv_precision, dispatch_precision=row.dispatch_precision,
                   draft_depth=int(row.draft_depth), overlap=row.overlap, isl=ISL, osl=OSL, concurrency=[conc],
-                  num_prompts=10 ** 7)
+                  num_prompts=10 ** 7, engine=row.engine)
         assert float(r.decode_batch_per_rank[0]) == pytest.approx(row.batch_size, rel=0.02)
         assert float(r.output_throughput_per_gpu[0]) == pytest.approx(
             row.output_tokens_per_s_per_gpu, rel=0.02)

@@ -9,10 +9,9 @@ source file it was read from); this module loads them strictly (schema
 (``sglang-0.5.6``), an engine (``sglang``: the profile of that engine that runs on the
 device), an engine at a version (``trtllm@1.3``: the version's leading parts) or a profile
 file (``my-profile.toml``, e.g. written by ``bench --calibrate``). :meth:`ServingEngine.on`
-resolves a profile for one device: its recipe's settings, what it supports there
-(:class:`Supports`) and its label; a device the profile does not list is one line saying
-which devices it runs on (a device listed with ``like = "..."`` takes another device's
-settings, and the label says so). ``bench`` and ``plan``'s closed loop
+resolves a profile for one device (its recipe's settings, :class:`Supports`, its label; an
+unlisted device is one line; ``like = "..."`` takes another's settings, labelled so).
+``bench`` and ``plan``'s closed loop
 (:mod:`inference_factory.analysis.bench`) run on its settings, ``plan`` keeps the
 deployments it supports and writes its launch command, ``simulate`` and ``compare`` take
 the ones the factory has a concept for (:data:`FACTORY_USES`), ``sweep`` names it. Its
@@ -33,7 +32,8 @@ from .files import read_toml, data_dir
 
 #: what a profile supports where neither it nor the device says (the most conservative)
 _SUPPORT_DEFAULTS = dict(modes=("aggregated",), attention_dp=False, expert_parallel=False,
-                         all_to_all="", kv_connector="", speculative=(),
+                         all_to_all="", expert_parallel_spans_instance=False,
+                         kv_connector="", speculative=(),
                          two_batch_overlap=False, weight_formats=(), kv_formats=(),
                          max_instance_gpus=8, cuda_graph_max_batch=0, kernel_tables="")
 
@@ -90,6 +90,7 @@ class Supports:
     attention_dp: bool
     expert_parallel: bool
     all_to_all: str
+    expert_parallel_spans_instance: bool
     kv_connector: str
     speculative: tuple[str, ...]
     two_batch_overlap: bool
@@ -109,6 +110,8 @@ class Supports:
             return "no attention DP"
         if ep > 1 and not self.expert_parallel:
             return "no expert parallelism"
+        if ep > 1 and self.expert_parallel_spans_instance and ep != tp * dp:
+            return f"expert parallelism spans the instance (ep = tp x dp = {tp * dp}, not {ep})"
         if tp * dp > self.max_instance_gpus:
             return f"instances of at most {self.max_instance_gpus} GPUs"
         if draft_depth and draft_depth > 0 and not self.speculative:
@@ -162,6 +165,16 @@ class ServingEngine:
     fusion_by_device: Mapping[str, bool] = field(default_factory=dict, compare=False, repr=False)
     devices: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     base_supports: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: model family -> the devices the engine runs that family on (``[engines.X.models]``;
+    #: empty: no family restricted) and the file's family -> model names
+    #: (``[model_families]``: a model in no family is not restricted)
+    models: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
+                                                  repr=False)
+    model_families: Mapping[str, tuple[str, ...]] = field(default_factory=dict,
+                                                          compare=False, repr=False)
+    #: model family -> the supports fields it replaces (``[engines.X.model_supports]``)
+    model_supports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict,
+                                                            compare=False, repr=False)
 
     # ---- the device ---------------------------------------------------------------------
 
@@ -273,10 +286,17 @@ class ServingEngine:
         return np.where(c >= self.recv_interval_high_from_concurrency,
                         float(self.recv_interval_steps_high), float(self.recv_interval_steps))
 
-    def refusal(self, **deployment) -> str:
-        """Why the engine does not run ``deployment`` on its device (:meth:`Supports.refusal`),
-        '' where it does or where the profile is not resolved for a device."""
-        return self.supports.refusal(**deployment) if self.supports is not None else ""
+    def refusal(self, *, model=None, **deployment) -> str:
+        """Why the engine does not run ``deployment`` of ``model`` (spec or name; None: any)
+        on its device ('' where it does): :func:`.engine_models.refusal`."""
+        from .engine_models import refusal
+        return refusal(self, model, deployment)
+
+    def model_refusal(self, model) -> str:
+        """'' where the profile runs ``model``'s family on its device (or the model is in no
+        family); else one line naming the file, the field, its value and what it runs."""
+        from .engine_models import model_refusal
+        return model_refusal(self, model)
 
     def launch_command(self, model: str, *, tp: int = 1, dp: int = 1, ep: int = 1,
                        draft_depth: int = 0, kv_precision: str = "bf16",
@@ -400,23 +420,27 @@ def _load(path):
 
 
 def _parse(p: Path):
+    from .engine_models import read_models
     from .schema_base import check
     from .schema_engines import ServingEnginesFile
 
     f = check(ServingEnginesFile, read_toml(p), str(p))
     engines = {}
+    families = {fam: tuple(ms) for fam, ms in (f.model_families or {}).items()}
     for k, e in f.engines.items():
         d = e.model_dump()
         devices, sup, launch = d.pop("devices"), d.pop("supports"), d.pop("launch") or {}
         fusion = d.pop("fused_allreduce_norm") or {}
         pool = {**_KV_POOL_DEFAULTS,
                 **{a: b for a, b in (d.pop("kv_pool") or {}).items() if b is not None}}
+        models, fam_sup = read_models(p, k, d, families, devices)
         for hw, entry in devices.items():
             if entry.get("like") and entry["like"] not in devices:
                 raise SpecError(f"{p}: engines.{k}.devices.{hw}.like = {entry['like']!r} is "
                                 f"not a device of the profile; allowed: {sorted(devices)}")
         engines[k] = ServingEngine(name=k, path=str(p), devices=devices, launch=launch,
-                                   fusion_by_device=fusion,
+                                   fusion_by_device=fusion, models=models,
+                                   model_supports=fam_sup, model_families=families,
                                    base_supports={a: b for a, b in sup.items() if b is not None},
                                    kv_pool=KvPool(**pool), **d)
     names = {f.default} | {e.engine for e in engines.values()}

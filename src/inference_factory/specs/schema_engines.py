@@ -10,7 +10,7 @@ Re-exported by :mod:`.schema`."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field
 
@@ -34,6 +34,9 @@ class SupportsEntry(_Schema):
     expert_parallel: Optional[bool] = Field(None, description="experts sharded over GPUs (ep > 1)")
     all_to_all: Optional[str] = Field(None, description="the expert-parallel dispatch/combine "
                                       "backend, as the engine names it")
+    expert_parallel_spans_instance: Optional[bool] = Field(
+        None, description="with expert parallelism the experts span every GPU of the "
+        "instance (ep = tp x dp; vLLM), no separate EP size")
     kv_connector: Optional[str] = Field(None, description="the P/D KV-transfer backend")
     speculative: Optional[list[Literal["mtp", "draft-model"]]] = Field(
         None, description="speculative decoding it runs (mtp: the model's own MTP/EAGLE head)")
@@ -176,8 +179,19 @@ class ServingEngineEntry(_Scheduling):
     devices: dict[str, DeviceEntry] = Field(min_length=1, description="the devices it runs on "
                                             "by hardware name ('*': any device)")
     launch: Optional[LaunchEntry] = None
+    models: Optional[dict[str, list[Annotated[str, Field(min_length=1)]]]] = Field(
+        None, description="model family ([model_families]) -> the devices it runs that "
+        "family on ('*': every device; a `like` device takes its device's); a family of "
+        "[model_families] not named here is refused; unset: no family restricted")
+    model_supports: Optional[dict[str, SupportsEntry]] = Field(
+        None, description="model family -> what the engine runs for that family, replacing "
+        "the device's fields it names (e.g. no attention DP for a family its recipes run "
+        "with tensor parallelism only)")
 
 
 class ServingEnginesFile(_Schema):
     default: text("the engine (family or profile) used when none is named")
+    model_families: Optional[dict[str, list[Annotated[str, Field(min_length=1)]]]] = Field(
+        None, description="family -> the model names (or aliases) in it: the families a "
+        "recipe or an engine's code names per device; a model in none is not restricted")
     engines: dict[str, ServingEngineEntry] = Field(description="profiles by name")

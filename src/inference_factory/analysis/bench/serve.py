@@ -114,8 +114,11 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     agg = Pool(1, _whole("tp", tp), _whole("dp", dp), _whole("ep", ep))
     d_pool = agg if colocated else d_pool
     p_pool = agg if colocated else p_pool
+    if eng.model_refusal(m):
+        raise SpecError(f"engine {eng.label()} {eng.model_refusal(m)}")
     for pool in {d_pool, p_pool}:
-        why = eng.refusal(mode="aggregated" if colocated else "disaggregated", tp=pool.tp,
+        why = eng.refusal(model=m, mode="aggregated" if colocated else "disaggregated",
+                          tp=pool.tp,
                           dp=pool.dp, ep=pool.ep, draft_depth=draft_depth, overlap=overlap)
         if why:
             raise SpecError(f"engine {eng.label()} does not run {pool.label()}"

@@ -40,7 +40,7 @@ def engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpu
     goes to ``notes``."""
     precs = {k: v for k, v in prof.items() if k in ("weight_precision", "moe_precision",
                                                      "kv_precision")}
-    why = eng.refusal(mode=eng.supports.modes[0], precisions=precs)
+    why = eng.refusal(model=m, mode=eng.supports.modes[0], precisions=precs)
     if why:
         notes.append(f"{eng.label()}: {prof.get('precision', '')} refused ({why})")
         return []
@@ -50,8 +50,8 @@ def engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpu
     overlaps = ("none", "two-batch") if eng.supports.two_batch_overlap else ("none",)
     kept = []
     for shape, sg in per_shape:
-        if eng.refusal(mode=use_modes[0], tp=shape.get("tp", 1), dp=shape.get("dp", 1),
-                       ep=shape.get("ep", 1)):
+        if eng.refusal(model=m, mode=use_modes[0], tp=shape.get("tp", 1),
+                       dp=shape.get("dp", 1), ep=shape.get("ep", 1)):
             continue
         sg = _keep_overlaps(sg, overlaps)
         if sg is not None:

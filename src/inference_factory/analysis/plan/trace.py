@@ -206,7 +206,7 @@ def plan_trace(model, hardware, *, trace="agentic_coding", e2e_interactivity: fl
         hw_shapes = [x for x in hw_shapes
                      if min_gpus <= x.get("tp", 1) * x.get("dp", 1) <= max_instance_gpus]
         for prof, eng, depth in ((p, e, d) for p in runs for e in engines for d in draft_depth):
-            if eng.refusal(mode=eng.supports.modes[0], precisions={
+            if eng.refusal(model=m, mode=eng.supports.modes[0], precisions={
                     k: v for k, v in _precisions(prof).items() if k != "attention_precision"}):
                 continue
             kw = dict(hw=hw, eng=eng, prof=prof, rates=rates, cost=cost,
@@ -216,7 +216,8 @@ def plan_trace(model, hardware, *, trace="agentic_coding", e2e_interactivity: fl
             fitting = []
             for shape in hw_shapes:
                 pool = Pool(1, shape.get("tp", 1), shape.get("dp", 1), shape.get("ep", 1))
-                if eng.refusal(mode="aggregated", draft_depth=int(depth), **pool.shape):
+                if eng.refusal(model=m, mode="aggregated", draft_depth=int(depth),
+                               **pool.shape):
                     continue
                 try:
                     st = prepare_replay(m, hw, **pool.shape, **common)
