@@ -7,8 +7,11 @@ token, ``(latency - ttft) / (n_tokens - 1)`` (LoadGen ``logging.cc``). Source:
 github.com/mlcommons/inference at b66003e, ``loadgen/loadgen.cc``, ``loadgen/logging.cc``,
 ``loadgen/mlperf.conf`` (``*.Server.target_latency_percentile = 99``). These functions give
 those percentiles for a server whose prompts queue first-come first-served for prefill, each
-costing a fixed ``service_s`` of the GPU, with decode steps in the time prefill leaves. No
-constant is fitted; the formulas are exact for the model they state.
+costing a fixed ``service_s`` of the GPU, with decode steps in the time prefill leaves. The
+``mg1_*`` functions give the same FCFS wait when prompts cost unequal times (the factory's
+``simulate`` serves a trace's prompt lengths): the one wait law of an open Poisson stream,
+of which the M/D/1 form is the equal-service case. No constant is fitted; the formulas are
+exact for the model they state (the M/G/1 law up to its stated lattice step).
 """
 
 from __future__ import annotations
