@@ -9,6 +9,9 @@ significant) yet above the float reassociation a vectorised rewrite may bring (~
 Keys may be added (a new label in the output); none may go or change. One string was
 edited since, on purpose: simulate's ``price_basis`` label of a user rate names
 ``rental_usd_per_gpu_hour`` as every command's one label does (specs.prices.price_basis_label).
+Regenerated on purpose since: simulate's and compare's TTFT p50/p99 and goodput, when the
+prompt queue's wait became the exact M/G/1 law (kernels.queueing.mg1_wait_law) instead of an
+M/M/1 shape around its mean (no operating point, fleet or cost moved).
 """
 
 from __future__ import annotations

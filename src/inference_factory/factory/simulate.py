@@ -24,6 +24,7 @@ from ..errors import SpecError
 from ..kernels import cache as kcache
 from ..kernels import economics as kecon
 from ..kernels import moe as kmoe
+from ..kernels import queueing as kq
 from ..kernels import serving as kserv
 # the serving formulas live in kernels/serving.py; these names stay importable from here
 from ..kernels.serving import prefill_busy_share, prompt_queue_wait_s, static_fill_time_s
@@ -120,7 +121,7 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     def prefill_rate(hit: float, rho: float = rho):
         """Prefill operating point: the largest chunk (tokens per GPU per pass, up to the
         pool's tokens_per_gpu) whose p99 TTFT (waiting for the next pass, one pass, and the
-        p99 of the queueing delay drawn below) meets the TTFT SLO."""
+        p99 of the M/G/1 prompt queue's wait that the draws below follow) meets the SLO."""
         chunks = np.unique(np.geomspace(512, max(ppool.tokens_per_gpu, 512), 12).round())
         per_prompt = max((1.0 - hit) * p_bar, 1.0)
         b = np.maximum(chunks * ppool.tp / per_prompt, 1.0)
@@ -129,10 +130,9 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                p_bar, array_key(pbs), min(hit, 0.999), array_key(pop), id(realism))
         t, r, w_bytes = memoised(cache_memo, key, (m, realism), lambda: prefill_arrays(
             m, ppool, prec_p, overlap, redundant_p, p_bar, pbs, min(hit, 0.999), pop, rl_kw))
-        wait = prompt_queue_wait_s(utilization=rho, tokens_per_s=r * ppool.unit_gpus,
-                                   mean_tokens=(1.0 - hit) * inp.mean(),
-                                   mean_sq_tokens=(1.0 - hit) ** 2 * (inp * inp).mean())
-        ok = kserv.p99_ttft_s(pass_s=t, mean_wait_s=wait, utilization=rho) <= cfg.ttft_slo_s
+        # the wait scales with the mean service (1 - hit) I / R at a fixed rho: one law
+        w99 = kq.mg1_wait_quantile_s(quantile=0.99, utilization=rho, service_s=inp / inp.mean())
+        ok = w99 * (1.0 - hit) * inp.mean() / (r * ppool.unit_gpus) + 2.0 * t <= cfg.ttft_slo_s
         i = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
         bb = float(pbs[i])
         return float(r[i]), float(t[i]), w_bytes, bb * per_prompt
@@ -197,8 +197,6 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         rho_p = rho * prefill_busy_share(prefill_s_per_request=computed.mean() / rate_c,
                                          decode_s_per_request=out.mean() / decode_tput)
     rate_p, t_pass, _, chunk_tokens = prefill_rate(hit_rate, rho_p)
-    mean_wait = prompt_queue_wait_s(utilization=rho_p, tokens_per_s=rate_p * ppool.unit_gpus,
-                                    mean_tokens=computed.mean(), mean_sq_tokens=(computed ** 2).mean())
     interference = 1.0
     if not lv.pd_split:
         # colocated: prefill passes interleave with decode steps and stretch every TPOT by
@@ -257,13 +255,12 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         # batch x dp sequences at the fleet's arrival rate (requests go to the filling one)
         fill = static_fill_time_s(batch_sequences=dp_.batch * dpool.dp, arrival_rate_per_s=rate_mean)
         static_wait = np.random.default_rng(cfg.workload.seed + 2).random(trace.n_requests) * fill
-    # queueing delay: the prompt queue's mean wait (Pollaczek-Khinchine), spread with the
-    # M/M/1 waiting-time shape (no wait with probability 1 - rho, else exponential), plus the
-    # wait for the next pass to start (uniform over one pass), drawn from the trace seed
+    # queueing delay: the FCFS M/G/1 wait of a deployment unit's prompt queue, each prompt
+    # costing its computed tokens over the unit's tokens/s, plus the wait for the next pass
+    # to start (uniform over one pass), drawn from the trace seed
     rng = np.random.default_rng(cfg.workload.seed + 1)
-    waits = rng.random(trace.n_requests) < rho_p
-    wait = waits * rng.exponential(kserv.conditional_wait_s(mean_wait_s=mean_wait,
-                                                            utilization=rho_p), trace.n_requests)
+    wait = kq.mg1_wait_draws_s(uniforms=rng.random(trace.n_requests), utilization=rho_p,
+                               service_s=computed / (rate_p * ppool.unit_gpus))
     wait = wait + rng.random(trace.n_requests) * t_pass
     passes = np.maximum(np.ceil(computed / max(chunk_tokens, 1.0)), 1.0)
     kv_tok = architecture(m).kv_bytes_per_token(prec_p["kv_precision"])

@@ -7,8 +7,11 @@ token, ``(latency - ttft) / (n_tokens - 1)`` (LoadGen ``logging.cc``). Source:
 github.com/mlcommons/inference at b66003e, ``loadgen/loadgen.cc``, ``loadgen/logging.cc``,
 ``loadgen/mlperf.conf`` (``*.Server.target_latency_percentile = 99``). These functions give
 those percentiles for a server whose prompts queue first-come first-served for prefill, each
-costing a fixed ``service_s`` of the GPU, with decode steps in the time prefill leaves. No
-constant is fitted; the formulas are exact for the model they state.
+costing a fixed ``service_s`` of the GPU, with decode steps in the time prefill leaves. The
+``mg1_*`` functions give the same FCFS wait when prompts cost unequal times (the factory's
+``simulate`` serves a trace's prompt lengths): the one wait law of an open Poisson stream,
+of which the M/D/1 form is the equal-service case. No constant is fitted; the formulas are
+exact for the model they state (the M/G/1 law up to its stated lattice step).
 """
 
 from __future__ import annotations
@@ -164,3 +167,61 @@ def server_tpot_quantile_s(*, quantile: float, decode_step_s, tokens_per_step,
                                      utilization=lam[idx] * d[idx])
         out[idx] = td[idx] + d[idx] * n / (output_tokens - 1.0)
     return out
+
+
+def mg1_wait_law(*, utilization: float, service_s) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(w, P(W <= w))`` on a lattice: the FCFS waiting time of an M/G/1 queue whose
+    service times are drawn from the sample ``service_s`` (equal weights) at utilisation ρ.
+
+    .. math:: P(W \le w) = (1 - \rho) \sum_{k \ge 0} \rho^k R^{*k}(w), \qquad
+              R(x) = \frac{E[\min(S, x)]}{E[S]}
+
+    W is a Geometric(ρ) number of independent residual service times (the equilibrium law R
+    of S; the Pollaczek-Khinchine / Beneš formula, Kleinrock, Queueing Systems I, 1975,
+    section 5.7; for S = D it is :func:`md1_wait_cdf`'s law, R uniform on [0, D]). R is put
+    on a lattice of step h (each residual rounded to the nearest point: error at most h/2
+    per summand and zero on average), and the series summed in closed form by FFT,
+    :math:`\hat f = (1 - \rho) / (1 - \rho \hat r)`. h = E[S]/256 (coarser only where 2^20
+    points would not span the wait); the lattice reaches 40
+    standard deviations past the mean wait (aliased mass below 1e-15). The mean is
+    Pollaczek-Khinchine's ρE[S²]/(2(1-ρ)E[S]). Lattice point j holds the waits in
+    [(j - 1/2) h, (j + 1/2) h), so its cumulative probability is given at (j + 1/2) h. ρ < 1.
+    """
+    s = np.sort(np.asarray(service_s, dtype=float).ravel())
+    rho, m = float(utilization), float(s.mean())
+    if m <= 0.0:                                       # nothing to serve: no wait
+        return np.zeros(1), np.ones(1)
+    x = s / m                                          # mean 1: the law scales with E[S]
+    ew = rho * float(np.mean(x * x)) / (2.0 * (1.0 - rho))
+    sd = math.sqrt(max(ew * ew + rho * float(np.mean(x ** 3)) / (3.0 * (1.0 - rho)), 0.0))
+    span = float(x[-1]) + ew + 40.0 * sd
+    h = max(1.0 / 256.0, span / 2 ** 20)
+    n = 1 << int(math.ceil(math.log2(span / h + 2.0)))
+    edges = (np.arange(int(math.ceil(x[-1] / h)) + 2) + 0.5) * h
+    i = np.searchsorted(x, edges, side="right")        # E[min(X, y)] from the sorted sample
+    big = np.concatenate([[0.0], np.cumsum(x)])[i] + edges * (x.size - i)
+    r = np.diff(np.concatenate([[0.0], big / x.size]))  # P(residual rounds to j h)
+    f = np.fft.irfft((1.0 - rho) / (1.0 - rho * np.fft.rfft(r, n)), n)
+    cdf = np.minimum(np.maximum.accumulate(np.cumsum(np.maximum(f, 0.0))), 1.0)
+    return (np.arange(n) + 0.5) * h * m, cdf     # point j holds [(j - 1/2) h, (j + 1/2) h)
+
+
+def mg1_wait_quantile_s(*, quantile: float, utilization: float, service_s) -> float:
+    """The ``quantile`` of the M/G/1 waiting time (:func:`mg1_wait_law`): 0 when
+    1 - ρ >= q (the atom at zero), infinite when ρ >= 1; else interpolated on the lattice."""
+    if utilization >= 1.0:
+        return math.inf
+    if 1.0 - utilization >= quantile:
+        return 0.0
+    w, cdf = mg1_wait_law(utilization=utilization, service_s=service_s)
+    return float(np.interp(quantile, cdf, w))
+
+
+def mg1_wait_draws_s(*, uniforms, utilization: float, service_s) -> np.ndarray:
+    """Waiting times drawn from :func:`mg1_wait_law` by inverting its CDF at ``uniforms``
+    (independent U(0, 1) values): exactly 0 for those below the atom 1 - ρ. ρ < 1."""
+    u = np.asarray(uniforms, dtype=float)
+    if utilization <= 0.0:
+        return np.zeros(u.shape)
+    w, cdf = mg1_wait_law(utilization=utilization, service_s=service_s)
+    return np.where(u <= cdf[0], 0.0, np.interp(u, cdf, w))

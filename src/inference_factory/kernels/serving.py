@@ -36,28 +36,6 @@ def prompt_queue_wait_s(*, utilization, tokens_per_s, mean_tokens, mean_sq_token
     return utilization * es2 / (2.0 * (1.0 - utilization) * np.maximum(es, 1e-300))
 
 
-def p99_ttft_s(*, pass_s, mean_wait_s, utilization):
-    r"""99th percentile of the time to first token of a prompt served in one prefill pass.
-
-    .. math:: T_{99} = 2\, t_{pass} + \frac{W}{\rho} \ln\big(\max(100 \rho,\ 1)\big)
-
-    The wait for the next pass (at most one pass) plus the pass itself, plus the p99 of the
-    queueing delay: zero with probability 1 - ρ, else exponential with mean W/ρ (the M/M/1
-    waiting-time shape, whose p-quantile is (W/ρ) ln(ρ/(1-p))). An ASSUMPTION: the shape is
-    M/M/1's, the mean :func:`prompt_queue_wait_s`'s.
-    """
-    return 2.0 * pass_s + mean_wait_s / utilization * np.log(np.maximum(100.0 * utilization, 1.0))
-
-
-def conditional_wait_s(*, mean_wait_s, utilization):
-    r"""Mean queueing delay of the prompts that wait at all: :math:`W / \rho`.
-
-    With probability 1 - ρ a prompt finds the server free (M/M/1 shape); the mean over all
-    prompts is W, so over those that wait it is W/ρ (ρ floored at 1e-9).
-    """
-    return mean_wait_s / np.maximum(utilization, 1e-9)
-
-
 def prefill_busy_share(*, prefill_s_per_request, decode_s_per_request):
     r"""Share of a colocated pool's busy GPU time spent in prefill.
 
