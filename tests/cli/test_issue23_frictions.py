@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from inference_factory.cli import cli
 from inference_factory.cli.main import EXIT_INTERRUPTED, _Group
+from tests.cli_helpers import title_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,15 +52,6 @@ def test_max_batch_fits_100_columns_and_wide_shows_all(terminal_100):
     assert "max_batch_size_meeting_slo" in csv and "ttft_s" in csv      # machines: API names
 
 
-def _title_as_one(text: str) -> list[str]:
-    """The lines, the title's wrapped continuations (indented two) joined to it."""
-    lines = text.splitlines()
-    i = 1
-    while i < len(lines) and lines[i].startswith("  "):
-        i += 1
-    return [" ".join(lines[:i])] + lines[i:]
-
-
 def test_tornado_shows_percent_and_fits(terminal_100):
     """Margins were 0.1362 under 'gross_margin_frac_low', 218 columns wide."""
     args = ("tornado", "-m", "Llama-3.1-8B", "-H", "H100", "-a", "batch_size=64",
@@ -67,7 +59,7 @@ def test_tornado_shows_percent_and_fits(terminal_100):
     r = run(*args)
     assert r.exit_code == 0, r.stderr
     assert max(len(x) for x in r.stdout.splitlines()) <= 100, r.stdout    # the title wrapped
-    lines = _title_as_one(r.stdout)
+    lines = title_lines(r.stdout)
     assert "gross_margin_swing %" in lines[1] and "$/Mtok blended_swing" in lines[1]
     js = json.loads(run(*args, "--json").stdout)
     row = js["rows"][0]

@@ -65,7 +65,7 @@ def decode_micro_batches(mb: int, seqs) -> Any:
     communication with (it was costed as two half-sequences, each streaming the weights:
     Llama-3.1-70B TP8 at one sequence, a step of 17.5 ms instead of 9.0). Returns 1, 2, or
     per point where ``seqs`` straddles 2."""
-    if mb == 1 or not xp.any_above(2.0 - seqs, 1e-12):
+    if mb == 1 or not xp.any_below(seqs, 2.0 - 1e-12):
         return mb
     if not xp.any_above(seqs, 2.0 - 1e-12):
         return 1
