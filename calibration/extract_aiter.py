@@ -13,6 +13,8 @@ the schema of ``calibration/extract_aiconfigurator.py``:
     hardware/measured/MI355X/mla_decode.csv     (AITER's measured MLA decode runs, reported in
                                                  aiter/ops/triton/gluon/README.md: AITER has no
                                                  tuned attention or collective table)
+    hardware/measured/MI300X/attention_prefill.csv  (causal BF16 prefill attention measured on
+                                                 MI300X, op_tests/cpp/mha/README.md FWD TFLOPS)
     hardware/measured/MANIFEST-aiter.csv, hardware/measured/LICENSE-aiter.txt
 
     git clone https://github.com/ROCm/aiter aiter-src       # or any clone; --rev picks the commit
@@ -283,6 +285,65 @@ def read_moe(version: str, path: str, text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
 
 
+# ---- fused MoE: AMD's MoE benchmarking run on MI300 (DeepSeek-V3 shapes the tables lack) -------
+
+#: AMD's MoE kernel benchmarking pipeline (op_tests/moe_benchmarking_profiling, commit
+#: 6f7d20bc55 "Add MOE kernel benchmarking and profiling", 2026-01-29, reachable from AITER's
+#: tag archive/benchmarking, not on main) ran AITER's own fmoe tuner task generators and timing
+#: (run_perftest, the tuned tables' ``us``) over every kernel of each shape on an 'mi300' and
+#: kept the best ones per stage in this file. It measures DeepSeek-V3's routed experts at TP8
+#: and TP4 (7168 x 256 / 512, 256 experts, top-8, 1x128 FP8) for 1-1024 tokens, shapes AITER's
+#: shipped gfx942 tables lack (their 304-CU DeepSeek rows are the EP8 rank only).
+#: ASSUMPTION: 'mi300' is MI300X (304 CUs): the pipeline's GPU map knows MI300X and MI300A only
+#: on gfx942, its roofline analysis defaults to MI300X (analyze_profiling.py DEFAULT_GPU); the
+#: file does not record cu_num. Only DeepSeek-V3's own shapes and format are taken: model_dim
+#: 7168, 256 routed experts (257 / top-9 with the shared one fused), 1x128 block-scaled FP8
+#: (fp8_block), at TP8 (inter_dim 256) and TP4 (512). The rest are AITER's unit-test and other models' shapes,
+#: and per-tensor FP8 / BF16 runs of the DeepSeek shapes: MI300X has no other 'fp8' MoE row, so
+#: the nearest-shape rule would hand their 256-expert efficiency to an 8-expert model (MLPerf
+#: Mixtral-8x7B FP8 offline on MI300X: 9195 -> 15865 tok/s/GPU), a far extrapolation.
+MOE_BENCH_COMMIT = "6f7d20bc55b75d2181598838ffb3fdaeee47414e"
+MOE_BENCH_PATH = "op_tests/moe_benchmarking_profiling/results/mi300_benchmark_best_kernels.csv"
+MOE_BENCH_DEVICE = "MI300X"
+MOE_BENCH_HIDDEN = (7168,)
+MOE_BENCH_EXPERTS = (256, 257)
+MOE_BENCH_DTYPES = ("fp8_block",)
+
+
+def read_moe_benchmark(version: str, text: str) -> pd.DataFrame:
+    """One row per benchmarked shape, in read_moe's form: latency = the faster of the best
+    1-stage kernel and the best stage-1 + stage-2 pair of one block_m (the file keeps the best
+    kernel of each stage and kind, so both optima are in it); the activation quantisation the
+    file times apart (quant_time_us) is left out, as in the tuned tables' us1 + us2."""
+    df = pd.read_csv(io.StringIO(text))
+    df = df[_finite_positive(df["time_us"]) & (df["error"].astype(str) != "failed")
+            & df["model_dim"].isin(MOE_BENCH_HIDDEN) & df["expert"].isin(MOE_BENCH_EXPERTS)
+            & (df["use_g1u1"] == 1)]
+    rows = []
+    for _, g in df.groupby("config_idx", sort=True):
+        r = g.iloc[0]
+        dtype = MOE_DTYPES.get((str(r.q_dtype_a), str(r.q_dtype_w), str(r.q_type)), "")
+        if dtype not in MOE_BENCH_DTYPES:
+            continue
+        best = [(float(x.time_us), x.kernel_name) for x in g.itertuples()
+                if x.stage == "asm_1stage"]
+        for bm, h in g.groupby("block_m"):
+            s1, s2 = h[h.stage == "stage1"], h[h.stage == "stage2"]
+            if len(s1) and len(s2):
+                a, b = s1.loc[s1.time_us.idxmin()], s2.loc[s2.time_us.idxmin()]
+                best.append((float(a.time_us + b.time_us), f"{a.kernel_name}+{b.kernel_name}"))
+        if not best:
+            continue
+        us, ks = min(best)
+        for n, inter, experts, t, e in moe_forms(int(r.token), int(r.inter_dim), int(r.expert)):
+            rows.append((MOE_BENCH_DEVICE, dtype, n, int(r.model_dim), inter, int(r.topk),
+                         experts, t, e, "uniform", us, "aiter", version,
+                         (f"{ks} [token={int(r.token)} inter_dim={int(r.inter_dim)} "
+                          f"expert={int(r.expert)}; moe_benchmarking_profiling mi300]"),
+                         MOE_BENCH_PATH))
+    return pd.DataFrame(rows, columns=["device"] + MOE_COLS + ["source"])
+
+
 # ---- MLA decode: AMD's own measured latencies in the Gluon kernel README -----------------------
 
 #: AITER reports measured MLA decode (absorbed, DeepSeek dimensions) latencies on gfx950 only in
@@ -419,6 +480,62 @@ def read_mla_readme(version: str, text: str) -> pd.DataFrame:
                      source=MLA_README)[["device"] + MLA_DECODE_COLS + ["source"]]
 
 
+# ---- FMHA prefill: AMD's measured forward attention in the CK MHA benchmark README ------------
+
+#: AITER's only measured attention times on gfx942: the table under "the asm kernel performance
+#: of the attention forwards and attention backwards" ("tested under the conditions of BF16 and
+#: BSHD in batch mode"), one TFLOPS column per device and direction; the FWD runs are
+#: op_tests/cpp/mha/benchmark_mha_fwd.cpp (ck_tile timer: mean of -repeat launches after
+#: -warmup, defaults 10 / 10). No decode (paged / MLA) time exists for gfx942 in AITER.
+FMHA_README = "op_tests/cpp/mha/README.md"
+#: the README's device columns extracted (our device name = its column name). MI355X's FWD
+#: column is there too and not extracted: a change of MI355X's answers for its own check
+FMHA_DEVICES = ("MI300X",)
+ATTN_PREFILL_COLS = ["batch_size", "isl", "num_heads", "num_kv_heads", "head_dim", "attn_dtype",
+                     "kv_dtype", "latency_us", "backend", "version", "kernel_source"]
+ATTN_PREFILL_KEY = ATTN_PREFILL_COLS[:7]
+
+
+def _fmha_flop(batch, seqlen_q, seqlen_k, heads, hdim_q, hdim_v, causal):
+    """benchmark_mha_fwd.cpp's FLOP count: batch x nhead x (2 sq sk hdim_q + 2 sq hdim_v sk),
+    halved under any mask (its ``flop /= 2``); TFLOPS = flop / 1e9 / ms."""
+    flop = batch * heads * (2 * seqlen_q * seqlen_k * hdim_q + 2 * seqlen_q * hdim_v * seqlen_k)
+    return flop / 2 if causal else flop
+
+
+def read_fmha_readme(version: str, text: str) -> pd.DataFrame:
+    """Causal BF16 prefill attention latencies (us) per shape from the README's FWD TFLOPS:
+    latency = benchmark flop / TFLOPS. Kept: causal = 1 (the engine's prefill is causal:
+    gqa_prefill_roofline_s) with seqlen_q = seqlen_kv (no cached prefix); hdim is both the
+    QK and V head dim. A changed table layout raises (numbers are never guessed)."""
+    lines = text.splitlines()
+    start = next((i for i, x in enumerate(lines) if "FWD(TFLOPS)" in x), None)
+    if start is None:
+        raise ValueError(f"{FMHA_README}: no FWD(TFLOPS) table")
+    tab = _table_after(lines, start)
+    head, devs, body = tab[0], tab[1], tab[2:]
+    col = {h: j for j, h in enumerate(head)}
+    need = ("batch", "q_nheads", "kv_nheads", "seqlen_q", "seqlen_kv", "hdim", "causal")
+    fwd = col.get("FWD(TFLOPS)")
+    if fwd is None or any(k not in col for k in need) or any(devs[j] for j in range(fwd)):
+        raise ValueError(f"{FMHA_README}: FWD table header not understood: {head} / {devs}")
+    rows = []
+    for dev in FMHA_DEVICES:
+        if dev not in devs[fwd:fwd + 2]:
+            raise ValueError(f"{FMHA_README}: no {dev} column under FWD(TFLOPS): {devs}")
+        j = fwd + devs[fwd:fwd + 2].index(dev)
+        for r in body:
+            b, hq, hk, sq, sk, d, causal = (int(r[col[k]]) for k in need)
+            if causal != 1 or sq != sk or not re.fullmatch(r"\d+(\.\d+)?", r[j]):
+                continue
+            us = _fmha_flop(b, sq, sk, hq, d, d, True) / (float(r[j]) * 1e12) * 1e6
+            rows.append((dev, b, sq, hq, hk, d, "bf16", "bf16", us, "aiter", version,
+                         "asm fmha_fwd_v3 (benchmark_mha_fwd, README FWD TFLOPS)", FMHA_README))
+    if not rows:
+        raise ValueError(f"{FMHA_README}: no causal FWD rows")
+    return pd.DataFrame(rows, columns=["device"] + ATTN_PREFILL_COLS + ["source"])
+
+
 # ---- reduction ---------------------------------------------------------------------------------
 
 def fastest(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
@@ -464,19 +581,26 @@ def write_table(path, df, cols, header_lines):
             w.writerow([_fmt(v) for v in row])
 
 
+#: how each README-derived family's latency was measured (the tuned tables: AITER `us`)
+UNITS = {
+    "mla_decode": ("op_tests/test_mla.py run_perftest: mean device time per call, "
+                   "aiter/test_common.py, as reported in the README"),
+    "attention_prefill": ("benchmark_mha_fwd.cpp's flop / the README's FWD TFLOPS; its "
+                          "ck_tile timer: mean of 10 launches after 10 warm-up ones"),
+}
+
+
 def header(device, family, sources, commit, wheel_version, selection, key, note):
     lines = [(f"AITER measured latencies: {family} on {device} "
              f"({'gfx942, 304 CUs' if device == 'MI300X' else 'gfx950, 256 CUs'})"),
              f"Source: github ROCm/aiter commit {commit}"
              + (f" and the amd-aiter {wheel_version} wheel" if wheel_version else "")
-             + ("; files read" if family == "mla_decode" else "; tuned tables read")
+             + ("; tuned tables read" if family in ("gemm", "moe") else "; files read")
              + " (version, path, rows kept):"]
     lines += [f"  {v} {p} ({n})" for (v, p), n in sorted(sources.items())]
     lines += [f"Licence: {LICENCE_LINE} (see ../LICENSE-aiter.txt)",
-              ("Units: latency_us = microseconds (" + (
-                  "op_tests/test_mla.py run_perftest: mean device time per call, "
-                  "aiter/test_common.py, as reported in the README" if family == "mla_decode"
-                  else "AITER `us`: mean device time per call of the tuned kernel, torch "
+              ("Units: latency_us = microseconds (" + UNITS.get(
+                  family, "AITER `us`: mean device time per call of the tuned kernel, torch "
                   "profiler over rotating input copies, aiter/test_common.py perftest")
                + "), written %.4g"),
               f"Selection: {selection}",
@@ -500,14 +624,18 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
         elif kind == "moe":
             moe.append(read_moe(version, path, text))
     gemm = pd.concat(gemm, ignore_index=True)
+    moe.append(read_moe_benchmark(MOE_BENCH_COMMIT[:10],
+                                  _git(repo, "show", f"{MOE_BENCH_COMMIT}:{MOE_BENCH_PATH}")))
     moe = pd.concat(moe, ignore_index=True)
     mla = read_mla_readme(commit[:10], _git(repo, "show", f"{commit}:{MLA_README}"))
+    fmha = read_fmha_readme(commit[:10], _git(repo, "show", f"{commit}:{FMHA_README}"))
     manifest = []
     for device in sorted(set(DEVICES.values())):
         folder = os.path.join(out, device)
         os.makedirs(folder, exist_ok=True)
         for f in os.listdir(folder):
-            if f in ("gemm.csv", "moe.csv", "mla_decode.csv", f"{MLA_POINTS}.csv"):   # its own
+            if f in ("gemm.csv", "moe.csv", "mla_decode.csv", f"{MLA_POINTS}.csv",
+                     "attention_prefill.csv"):                                  # its own
                 os.remove(os.path.join(folder, f))
         g = fastest(gemm[gemm["device"] == device], ["device"] + GEMM_KEY)
         before = len(g)
@@ -522,6 +650,7 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
         a_all = len(a)
         a = fastest(a, ["device"] + MLA_DECODE_KEY)
         a = a.sort_values(MLA_DECODE_KEY, kind="mergesort").reset_index(drop=True)
+        p = fmha[fmha["device"] == device].sort_values(ATTN_PREFILL_KEY, kind="mergesort")
         for fam, df, cols, key, sel, note in (
             ("gemm", g, GEMM_COLS, ",".join(GEMM_KEY),
              ("tables *tuned_gemm*.csv except batched; dtype from the table: bf16 (bf16_*, "
@@ -549,7 +678,12 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
              "(moe_tp in 1,2,4,8 with inter_size = t x inter_dim; moe_ep in 2,4,8 with "
              "num_experts = e x expert and num_tokens = e x token; kernel_source gives the "
              "original token/inter_dim/expert); rows with expert = E+1 and topk = k+1 are "
-             "AITER's fused shared expert and are kept as measured; fastest row per key"),
+             "AITER's fused shared expert and are kept as measured; fastest row per key"
+             + (f"; plus AMD's MoE benchmarking run (commit {MOE_BENCH_COMMIT[:10]}, "
+                f"{MOE_BENCH_PATH}; ASSUMPTION: its 'mi300' is MI300X, see MOE_BENCH_COMMIT in "
+                "calibration/extract_aiter.py), model_dim 7168 with 256/257 experts, fp8_block only: latency = min(best 1-stage "
+                "kernel, best stage 1 + best stage 2 of one block_m), quant_time_us left out"
+                if device == MOE_BENCH_DEVICE else "")),
              (f"Note: {len(m) // max(len(MOE_TP) + len(MOE_EP) - 1, 1)} measured shapes x "
              f"{len(MOE_TP) + len(MOE_EP) - 1} partitions")),
             ("mla_decode", a, MLA_DECODE_COLS, ",".join(MLA_DECODE_KEY),
@@ -568,6 +702,21 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
              "serving engine that runs the ASM kernel is slower by those factors"),
              (f"Note: {a_all} README measurements -> {len(a)} rows (fastest per key); the README "
               "rounds TFLOPS to 0.1 and us to 0.01")),
+            ("attention_prefill", p.reset_index(drop=True), ATTN_PREFILL_COLS,
+             ",".join(ATTN_PREFILL_KEY),
+             (f"{FMHA_README} (AITER's only measured attention times on gfx942; no decode "
+              "time exists): its FWD TFLOPS table ('the asm kernel performance of the attention "
+              "forwards', BF16, BSHD, batch mode), this device's column; causal rows with "
+              "seqlen_q = seqlen_kv only (the engine costs causal prefill without a cached "
+              "prefix); isl = seqlen, num_heads = q_nheads, num_kv_heads = kv_nheads (one GPU "
+              "runs them all: per-GPU heads), head_dim = hdim (QK and V), attn_dtype = kv_dtype "
+              "= bf16; latency_us = flop / TFLOPS with benchmark_mha_fwd.cpp's flop = batch x "
+              "q_nheads x 4 x seqlen^2 x hdim / 2 (causal); kernel_source names the kernel the "
+              "README section measures (asm fmha_fwd_v3)"),
+             (f"Note: {len(p)} rows; the README rounds TFLOPS to 0.01 (a 0.001-0.008 % "
+              "latency error); batch 1-8, seqlen 1024-10240, 32/64 query heads: a TP-sliced "
+              "model's fewer heads per GPU take the nearest measured heads (labelled "
+              "extrapolated)")),
         ):
             if not len(df):
                 continue
@@ -600,13 +749,14 @@ def check(out):
     """Re-read the written tables: unique keys, finite positive latencies, provenance."""
     for device in sorted(set(DEVICES.values())):
         for fam, key in (("gemm", GEMM_KEY), ("moe", MOE_KEY),
-                         ("mla_decode", MLA_DECODE_KEY), (MLA_POINTS, MLA_DECODE_KEY)):
+                         ("mla_decode", MLA_DECODE_KEY), (MLA_POINTS, MLA_DECODE_KEY),
+                         ("attention_prefill", ATTN_PREFILL_KEY)):
             p = os.path.join(out, device, f"{fam}.csv")
             if not os.path.exists(p):
                 continue
             df = pd.read_csv(p, comment="#")
             assert not df.duplicated(key).any(), (p, "duplicate keys")
-            dt = "kv_dtype" if fam.startswith("mla_decode") else "dtype"
+            dt = "kv_dtype" if fam.startswith(("mla_decode", "attention")) else "dtype"
             v = df["latency_us"].to_numpy(dtype=float)
             assert np.isfinite(v).all() and (v > 0).all(), (p, "latency")
             for c in ("backend", "version", "kernel_source"):

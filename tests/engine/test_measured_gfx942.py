@@ -5,7 +5,11 @@ e396b4898, docs/how-to/rocm-for-ai/training/prerequisite-system-validation.rst a
 rccl-tests-1-mpi-process-per-gpu.png), transcribed in
 calibration/data/rccl_tests_all_reduce_8x_mi300x.txt; AITER's DeepSeek-V3 fused-MoE rows at 304
 CUs (ROCm/aiter e4048607a5, aiter/configs/model_configs/a8w8_blockscale_tuned_fmoe_ds_v3.csv,
-tuned on MI325X in commit 84493f0e5b).
+tuned on MI325X in commit 84493f0e5b); AMD's MoE benchmarking run on an 'mi300' (ROCm/aiter
+6f7d20bc55, tag archive/benchmarking,
+op_tests/moe_benchmarking_profiling/results/mi300_benchmark_best_kernels.csv); AITER's measured causal BF16 prefill attention on MI300X
+(ROCm/aiter e4048607a5, op_tests/cpp/mha/README.md, FWD TFLOPS table, MI300X column; FLOP count
+of op_tests/cpp/mha/benchmark_mha_fwd.cpp).
 """
 
 import importlib.util
@@ -104,7 +108,10 @@ def test_deepseek_moe_rows_at_304_cus_are_aiters():
     row = df[(df.hidden_size == 7168) & (df.num_experts == 264) & (df.moe_ep == 8)
              & (df.num_tokens == 8)]
     assert len(row) == 1 and float(row.latency_us.iloc[0]) == pytest.approx(99.21)
-    assert (df.hidden_size == 7168).sum() == 15 * 7          # 15 token counts x 7 partitions
+    ds3 = df[df.hidden_size == 7168]
+    assert (ds3.version == "e4048607a5").sum() == 15 * 7    # 15 token counts x 7 partitions
+    # and AMD's MoE benchmarking run: TP8 and top-9 at 11 token counts, TP4 at 7, x 7 partitions
+    assert (ds3.version == "6f7d20bc55").sum() == (11 + 11 + 7) * 7
 
 
 def test_deepseek_ep8_moe_reads_the_deepseek_rows():
@@ -132,4 +139,91 @@ def test_footing_names_the_amd_tables():
     assert measured_tables("MI355X") == "aiter"
     assert measured_tables("H20-96GB") == ""
     assert measured_tables("MI300X", detail=True) == (
-        "aiter 0.1.7.post2.dev18/e4048607a5 (gemm, moe); rccl rccl-tests ae3e635 (allreduce)")
+        "aiter 0.1.7.post2.dev18/6f7d20bc55/e4048607a5 (attention_prefill, gemm, moe); rccl "
+        "rccl-tests ae3e635 (allreduce)")
+
+
+# ---- prefill attention: AITER's CK MHA benchmark README (MI300X column) -----------------------
+
+def _prefill_rows():
+    return M.tables_for(inf.load_hardware("MI300X")).rows("attention_prefill").to_frame()
+
+
+def test_mi300x_prefill_attention_rows_are_the_readme_tflops():
+    """Each row is benchmark_mha_fwd.cpp's FLOP count over the README's TFLOPS, by hand:
+    batch 1, 32 / 8 heads, seqlen 1024, hdim 128, causal: 1 x 32 x (2 x 1024^2 x 128 x 2) / 2
+    = 8.59e9 FLOP at 130.62 TFLOPS = 65.76 us; batch 8, 64 / 4 heads, seqlen 8192 at 552.78
+    TFLOPS: 8 x 64 x 4 x 8192^2 x 128 / 2 / 552.78e12 = 15.91 ms (583.23 is its non-causal
+    row, not kept). Only causal rows are kept: 15 in each of 3 head groups (batch 1, 4, 8 x
+    seqlen 1024-10240) and 2 at 16384 tokens, 47."""
+    df = _prefill_rows()
+    assert len(df) == 47 and set(df.head_dim) == {128} and set(df.kv_dtype) == {"bf16"}
+
+    def at(b, s, hq, hk):
+        r = df[(df.batch_size == b) & (df.isl == s) & (df.num_heads == hq)
+               & (df.num_kv_heads == hk)]
+        assert len(r) == 1
+        return float(r.latency_us.iloc[0])
+    assert at(1, 1024, 32, 8) == pytest.approx(1 * 32 * 4 * 1024**2 * 128 / 2 / 130.62e12 * 1e6,
+                                               rel=5e-4)
+    assert at(8, 8192, 64, 4) == pytest.approx(8 * 64 * 4 * 8192**2 * 128 / 2 / 552.78e12 * 1e6,
+                                               rel=5e-4)
+
+
+def test_mi300x_prefill_attention_leave_one_out():
+    """Component check: each left-out measured point predicted from its neighbours along batch
+    and seqlen: median |ln(pred/measured)| <= 0.15 (the bar of every measured family; it is
+    0.036 over 44 points, the worst 0.36 at the smallest shapes, where the kernel is
+    latency-bound and its efficiency moves fastest)."""
+    errs = _leave_one_out(_prefill_rows(), M.FAMILIES["attention_prefill"])
+    assert errs.size >= 40
+    assert float(np.median(errs)) <= 0.15, float(np.median(errs))
+
+
+def test_prefill_attention_at_a_measured_shape_is_aiters_time():
+    """Llama-3.1-8B at TP1 has 32 query / 8 KV heads of 128 per GPU, a measured group: its
+    prefill attention for one 1024-token prompt costs AMD's 65.76 us per layer, source
+    'measured'; MI325X reads the same (compute-bound) table. Llama-3.1-70B at TP8 (8 / 1 heads,
+    not measured) takes the nearest head group: 'extrapolated', never the roofline."""
+    for device in ("MI300X", "MI325X"):
+        ds = inf.evaluate("Llama-3.1-8B", device, tp=1, batch_size=1, kv_len=2048,
+                          prompt_len=1024, detail="ops")
+        t = float(ds.prefill_op_time_s.sel(op="attention")) / 32
+        assert t == pytest.approx(65.76e-6, rel=1e-3)
+        assert set(np.unique(ds.prefill_op_source.sel(op="attention").values)) == {"measured"}
+    ds = inf.evaluate("Llama-3.1-70B", "MI300X", tp=8, batch_size=1, kv_len=2048,
+                      prompt_len=1024, detail="ops")
+    assert set(np.unique(ds.prefill_op_source.sel(op="attention").values)) == {"extrapolated"}
+
+
+# ---- DeepSeek-V3 routed experts at TP8: AMD's MoE benchmarking run ('mi300') ----------------
+
+@pytest.mark.parametrize("batch,per_layer_us", [
+    # config 0, token 1: stage 1 asm 40.3084 + stage 2 ck 10.0729 (block_m 16) = 50.3813
+    (1, 40.3084 + 10.0729),
+    # config 108, token 32: stage 1 ck 165.2117 + stage 2 ck 88.9229 (block_m 16) = 254.1346,
+    # faster than the best 1-stage kernel of the shape (asm, 261.507 us, config 107)
+    (32, 165.2117 + 88.9229),
+])
+def test_deepseek_tp8_moe_is_amds_measurement(batch, per_layer_us):
+    """DeepSeek-V3 at TP8 on MI300X: every rank runs all 256 experts at inter 2048 / 8 = 256
+    for every token: AMD's benchmark shape (7168, 256, 256 experts, top-8, 1x128 FP8), so the
+    MoE op per layer is the file's time (sum of the best stages of one block_m, by hand above;
+    written %.4g), source 'measured' where it was the GLM-5.1 proxy, 'extrapolated', before."""
+    m = inf.load_model("DeepSeek-V3")
+    ds = inf.evaluate(m, "MI300X", tp=8, batch_size=batch, kv_len=2048, detail="ops")
+    t = float(ds.decode_op_time_s.sel(op="moe")) / m.n_moe_layers
+    assert t == pytest.approx(per_layer_us * 1e-6, rel=1e-3)
+    assert set(np.unique(ds.decode_op_source.sel(op="moe").values)) == {"measured"}
+
+
+def test_deepseek_tp8_moe_line_leave_one_out():
+    """Component check on the new line alone (fp8_block, 7168 x 2048 / TP8, 256 experts,
+    top-8, 1-1024 tokens): each interior token count predicted from its neighbours, median
+    |ln| <= 0.15 (0.076 over 9 points)."""
+    df = M.tables_for(inf.load_hardware("MI300X")).rows("moe").to_frame()
+    line = df[(df.dtype == "fp8_block") & (df.hidden_size == 7168) & (df.inter_size == 2048)
+              & (df.num_experts == 256) & (df.topk == 8) & (df.moe_tp == 8)]
+    assert len(line) == 11
+    errs = _leave_one_out(line, M.FAMILIES["moe"])
+    assert errs.size == 9 and float(np.median(errs)) <= 0.15, errs

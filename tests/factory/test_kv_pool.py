@@ -15,12 +15,16 @@ from inference_factory.factory import kv_pool as kp
 TEN = 10.0
 
 
+#: page 1, one free token a request (window 0 at page 1 counts every request)
+ONE_TOKEN = np.array([1.0, 0.0, 1.0, kp.CHECK_BOUNDARY])
+
+
 def run(admission, *, clients=4, pool=60.0, ratio=(0.7, 0.7, 0.0), newest=True, front=False,
-        requests=5, reserve=1.0):
-    prompt = np.full(requests, TEN)
-    out = np.full(requests, TEN)
+        requests=5, reserve=1.0, check=ONE_TOKEN, prompt=TEN, output=TEN, tau=1.0):
+    prompt = np.full(requests, prompt)
+    out = np.full(requests, output)
     return kp.simulate_kv_pool(
-        prompt, out, clients, pool, 0.0, 1.0, 1.0, admission, newest, front, *ratio, 20.0,
+        prompt, out, clients, pool, 0.0, tau, check, admission, newest, front, *ratio, 20.0,
         4096.0, reserve, 1000.0, 1000.0,
         np.array([1.0, 100.0]), np.array([1.0, 1.0]),      # every decode step 1 s
         np.array([1.0, 100.0]), np.array([0.0, 0.0]),      # prefill passes take no time
@@ -126,3 +130,71 @@ def test_bench_past_the_pool_preempts_and_falls_under_vllm_but_not_guaranteed():
     i = bench("Llama-3.1-70B", "H100-SXM", engine="ideal", **kw).set_index("max_concurrency")
     assert i.loc[512, "kv_retractions_per_request"] == 0.0
     assert i.loc[512, "decode_batch_per_rank"] == pytest.approx(fit)
+
+
+@pytest.mark.parametrize("length, need", [(58, 0.0), (59, 320.0), (64, 320.0), (65, 0.0)])
+def test_sglang_decode_check_with_a_draft_at_page_64(length, need):
+    # SGLang 0.5.6 with EAGLE (2 steps, top-k 1, 3 draft tokens): buf multiplier and
+    # threshold 3 + 1 x 2 = 5; a request counts where (seqlen + 5) % 64 <= 5, i.e. seqlen
+    # 59 .. 64 of every 64, and then asks for 5 pages of 64 = 320 tokens
+    assert kp.decode_need_tokens(float(length), 64.0, 5.0, 5.0, kp.CHECK_BOUNDARY) == need
+
+
+def test_sglang_decode_check_at_page_one_counts_every_request():
+    # page_size 1: new_page_count_next_decode is the batch size, times the multiplier
+    for length in (10.0, 11.0, 12.5):
+        assert kp.decode_need_tokens(length, 1.0, 5.0, 5.0, kp.CHECK_BOUNDARY) == 5.0
+        assert kp.decode_need_tokens(length, 1.0, 0.0, 1.0, kp.CHECK_BOUNDARY) == 1.0
+
+
+@pytest.mark.parametrize("length, need", [(13, 0.0), (14, 16.0), (16, 16.0), (17, 0.0)])
+def test_vllm_allocates_the_blocks_that_cover_the_step_and_lookahead(length, need):
+    # vLLM 0.11 with one draft token: 1 + 1 new tokens and 1 lookahead slot: blocks of 16 for
+    # s + 3 tokens against the ceil(s / 16) held: one more block from s = 14 to 16
+    assert kp.decode_need_tokens(float(length), 16.0, 3.0, 1.0, kp.CHECK_COVER) == need
+
+
+def test_paged_tokens_are_whole_pages():
+    assert kp.paged_tokens(10.0, 8.0) == 16.0
+    assert kp.paged_tokens(16.0, 8.0) == 16.0
+    assert kp.paged_tokens(17.0, 8.0) == 24.0
+    assert kp.paged_tokens(10.5, 1.0) == 11.0
+
+
+def test_pages_of_8_make_vllm_preempt_more_than_single_tokens():
+    # pool 64, four prompts of 10, one token a step. Page 1: the four take 40 tokens, grow 4
+    # a step, fill the pool after 6 steps; the 7th step's check (4 tokens) preempts the
+    # latest (frees 16) and three run on to the end (step 10).
+    one = run(kp.ADMIT_PROMPT, pool=64.0, front=True,
+              check=np.array([1.0, 1.0, 1.0, kp.CHECK_COVER]))
+    assert one[kp.RETRACTIONS] == 1 and one[kp.RUNNING_S] == 4 * 6 + 3 * 4
+    # Pages of 8: each prompt holds 16 (2 pages): the four fill the pool at once. At length
+    # 16 (after step 6) each needs a third page (32 tokens, none free): the latest two are
+    # preempted (16 free < 24 for three; 32 >= 16 for two), step 7 runs two (17 tokens, 3
+    # pages each, 16 free). Then vLLM readmits the third (its 16 tokens again in 2 pages:
+    # 16 <= 16 free), whose next token needs a page: preempted again at the next step, and
+    # so on: steps 7, 9, 11, 13 run two and each is followed by a readmission (3 in all),
+    # until the two finish at 20 tokens
+    eight = run(kp.ADMIT_PROMPT, pool=64.0, front=True,
+                check=np.array([8.0, 1.0, 1.0, kp.CHECK_COVER]))
+    assert eight[kp.DECODE_STEPS] == 10 and eight[kp.COMPLETED] == 2
+    assert eight[kp.RETRACTIONS] == 2 + 3
+    assert eight[kp.ADMISSIONS] == 4 + 3 and eight[kp.PREFILL_PASSES] == 1 + 3
+    assert eight[kp.RECOMPUTE_TOKENS] == 3 * 16.0
+    assert eight[kp.RUNNING_S] == 4 * 6 + 2 * 4
+    assert eight[kp.WAIT_RETRACTED_S] == 2 * 4
+
+
+def test_sglang_sizes_the_targets_pool_without_the_draft():
+    # half of a 100-byte GPU for weights and KV; 20 bytes of weights of which the draft's 5,
+    # 2 bytes a token of which the draft's 0.5: with the draft in the pool (50 - 20) / 2 = 15
+    # tokens, without it (SGLang: the target's pool first) (50 - 15) / 1.5
+    from inference_factory.analysis.closed_loop import StepTable
+
+    one = np.ones(1)
+    t = StepTable(batch=one, decode_step_s=one, tokens_per_step=1.0, decode_binding=one,
+                  prompts=one, pass_s=one, prefill_binding=one, max_batch=1.0,
+                  weight_bytes=20.0, hbm_bytes=100.0, bytes_per_token=2.0,
+                  draft_weight_bytes=5.0, draft_bytes_per_token=0.5)
+    assert t.engine_pool_tokens(0.5) == 15.0
+    assert t.engine_pool_tokens(0.5, draft_in_pool=False) == pytest.approx(35.0 / 1.5)

@@ -74,15 +74,23 @@ class StepTable:
     weight_bytes: float = 0.0        # per GPU, and the GPU's memory and the bytes a token
     hbm_bytes: float = 0.0           # takes per GPU (an engine's own pool share:
     bytes_per_token: float = 0.0     # :meth:`engine_pool_tokens`)
+    draft_weight_bytes: float = 0.0  # the draft's share of weight_bytes and bytes_per_token
+    draft_bytes_per_token: float = 0.0
 
-    def engine_pool_tokens(self, memory_fraction: float | None) -> float:
+    def engine_pool_tokens(self, memory_fraction: float | None,
+                           draft_in_pool: bool = True) -> float:
         """The pool an engine that gives ``memory_fraction`` of the GPU's memory to weights
         and KV together keeps (SGLang's --mem-fraction-static: that share less the weights,
-        over the bytes a token takes); None: the engine's memory model's (``pool_tokens``)."""
-        if memory_fraction is None or not self.bytes_per_token > 0:
-            return self.pool_tokens
-        return max(memory_fraction * self.hbm_bytes - self.weight_bytes, 0.0) \
-            / self.bytes_per_token
+        over the bytes a token takes; where the draft is not in it, the target's weights
+        and bytes alone); None: the engine's memory model's (``pool_tokens``)."""
+        from .full_memory import engine_pool_tokens     # the one rule, shared with plan
+        weights, per_token = self.weight_bytes, self.bytes_per_token
+        if not draft_in_pool:
+            weights -= self.draft_weight_bytes
+            per_token -= self.draft_bytes_per_token
+        return engine_pool_tokens(memory_fraction, hbm_bytes=self.hbm_bytes,
+                                  weight_bytes=weights, bytes_per_token=per_token,
+                                  model_pool_tokens=self.pool_tokens)
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)
@@ -122,6 +130,14 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
             f"weights per GPU leave no room for one sequence of {final_len:g} tokens; use "
             "more GPUs per instance or a lower precision")
     pool_tok, overhead, per_token = _pool_tokens(m, hw, common, final_len)
+    weights = float(np.asarray(probe["weight_bytes_per_gpu"]).reshape(-1)[0])
+    draft_w = draft_b = 0.0
+    if float(np.max(np.asarray(axes.get("draft_depth", 0.0)))) > 0:
+        base = dict(common, draft_depth=0.0)          # the target alone
+        draft_w = weights - float(np.asarray(evaluate_arrays(
+            m, hw, batch_size=1.0, variables=["weight_bytes_per_gpu"], **base)[
+            "weight_bytes_per_gpu"]).reshape(-1)[0])
+        draft_b = per_token - _pool_tokens(m, hw, base, final_len)[2]
     b = grid(min(batch_cap, max_batch))
     k = grid(min(max_prompts, b[-1]))
     # an engine that overcommits its pool (analysis/full_memory.py) runs batches past the
@@ -139,8 +155,9 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
                      prompts=k, pass_s=col(r["prefill_step_s"])[0, :].astype(float),
                      prefill_binding=col(r["prefill_binding_resource"])[0, :],
                      max_batch=max_batch, pool_tokens=pool_tok, seq_overhead_tokens=overhead,
-                     weight_bytes=float(np.asarray(probe["weight_bytes_per_gpu"]).reshape(-1)[0]),
-                     hbm_bytes=float(hw.hbm_capacity_bytes), bytes_per_token=per_token)
+                     weight_bytes=weights, hbm_bytes=float(hw.hbm_capacity_bytes),
+                     bytes_per_token=per_token, draft_weight_bytes=draft_w,
+                     draft_bytes_per_token=draft_b)
 
 
 def _pool_tokens(m, hw, common, final_len: float) -> tuple[float, float, float]:

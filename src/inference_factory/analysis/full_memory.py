@@ -31,6 +31,52 @@ from ..specs.engines import ServingEngine
 _ADMISSION = {"ratio": kp.ADMIT_RATIO, "exact": kp.ADMIT_EXACT, "prompt": kp.ADMIT_PROMPT}
 
 
+def _decode_check(rule: str, page: float, draft_depth: float) -> np.ndarray:
+    """The decode check's (page, window, pages, rule) for :func:`.kv_pool.decode_need_tokens`
+    with a draft of ``draft_depth`` steps (top-k 1, so depth + 1 draft tokens). ``boundary``
+    (SGLang 0.5.6 scheduler.py decode_mem_cache_buf_multiplier, schedule_batch.py
+    new_page_count_next_decode): window and pages both num_draft_tokens + topk x num_steps
+    = 2 d + 1 with a draft; without one, window 0 and one page. ``cover`` (vLLM 0.11.0
+    kv_cache_manager.allocate_slots from scheduler.py): the step's 1 + d tokens and d
+    lookahead slots, window 1 + 2 d."""
+    if rule == "cover":
+        return np.array([page, 1.0 + 2.0 * draft_depth, 1.0, kp.CHECK_COVER])
+    buffer = 1.0 + 2.0 * draft_depth if draft_depth > 0 else 0.0
+    return np.array([page, buffer, max(buffer, 1.0), kp.CHECK_BOUNDARY])
+
+
+def engine_pool_tokens(memory_fraction, *, hbm_bytes, weight_bytes, bytes_per_token,
+                       model_pool_tokens):
+    r"""A DP rank's KV pool in tokens under an engine's pool share (``bench``'s full-memory
+    loop and ``plan``'s feasibility: one rule).
+
+    .. math:: K = \frac{\max(f\,C - W,\ 0)}{b}
+
+    f the engine's ``kv_memory_fraction`` (SGLang's --mem-fraction-static: weights and KV
+    together take f of the GPU's memory C; SGL056 model_runner.py profile_max_num_token), W
+    the weight bytes per GPU, b the bytes a token takes per GPU. Where the engine states no
+    share (None) or tokens take no bytes: ``model_pool_tokens``, the memory model's pool
+    (HBM less weights and the runtime reserve). Arrays broadcast."""
+    if memory_fraction is None:
+        return model_pool_tokens
+    b = np.asarray(bytes_per_token, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.maximum(memory_fraction * np.asarray(hbm_bytes, float)
+                       - np.asarray(weight_bytes, float), 0.0) / b
+    k = np.where(b > 0, k, model_pool_tokens)
+    return float(k) if np.ndim(k) == 0 else k
+
+
+def sequences_held(pool_tokens, sequence_tokens):
+    r"""Requests a pool of ``pool_tokens`` holds at once, each at ``sequence_tokens`` (its
+    final length plus its fixed bytes in tokens): :math:`\lfloor K / L \rfloor`, infinite
+    where the pool is. Arrays broadcast."""
+    k = np.asarray(pool_tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(np.isfinite(k), np.floor(k / np.asarray(sequence_tokens, float)), np.inf)
+    return float(n) if np.ndim(n) == 0 else n
+
+
 def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_depth: float,
                       dp_attention: bool, isl: int = 0, osl: int = 0, range_ratio: float = 1.0,
                       prompt_tokens=None, output_tokens=None,
@@ -44,11 +90,14 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
     turns), from those pairs."""
     n = np.atleast_1d(np.asarray(requests_per_rank, dtype=float))
     pool = engine.kv_pool
-    tokens = table.engine_pool_tokens(engine.kv_memory_fraction)
+    page = float(pool.page_tokens)
+    tokens = table.engine_pool_tokens(engine.kv_memory_fraction, pool.draft_in_pool)
+    if np.isfinite(tokens):
+        tokens = np.floor(tokens / page) * page          # whole pages (SGLang, vLLM)
     final = float(isl + osl) if prompt_tokens is None else float(
         np.max(np.asarray(prompt_tokens) + np.asarray(output_tokens)))
-    holds = np.floor(tokens / (final + table.seq_overhead_tokens)) if np.isfinite(tokens) \
-        else np.inf
+    held = kp.paged_tokens(final, page) + table.seq_overhead_tokens
+    holds = sequences_held(tokens, held)
     full = (pool.admission != "guaranteed") & (np.minimum(n, request_cap) > holds)
     out = dict(full=full, batch=np.full(n.shape, np.nan), recompute_frac=np.zeros(n.shape),
                retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape))
@@ -56,9 +105,7 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
         return out
     r0, r_min, decay = pool.ratio(dp_attention)
     newest = (pool.retract_speculative if draft_depth > 0 else pool.retract) == "newest"
-    # SGLang's decode check: num_draft_tokens + topk x num_steps free tokens per request
-    # with a draft (scheduler.py decode_mem_cache_buf_multiplier), one without
-    headroom = 1.0 + 2.0 * float(draft_depth)
+    check = _decode_check(pool.decode_check, page, float(draft_depth))
     given = prompt_tokens is not None
     mean_prompt = (float(np.mean(prompt_tokens)) if given
                    else float(np.floor(range_ratio * isl) + isl) / 2.0)
@@ -75,7 +122,7 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
             output = rng.integers(int(np.floor(range_ratio * osl)), osl + 1, total).astype(float)
         s = kp.simulate_kv_pool(
             prompt, np.maximum(output, 1.0), clients, float(tokens),
-            float(table.seq_overhead_tokens), float(table.tokens_per_step), headroom,
+            float(table.seq_overhead_tokens), float(table.tokens_per_step), check,
             _ADMISSION[pool.admission], newest, pool.requeue == "front", r0, r_min, decay,
             float(pool.retract_decode_steps), float(pool.clip_max_new_tokens),
             float(pool.reserve_tokens_per_request), float(request_cap),

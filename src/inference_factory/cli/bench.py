@@ -234,6 +234,10 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
                           width=10_000 if wide or uncertainty else None)   # bands never wrap
             text += "\n" + _footing_line(a, notes, wide)
+            eager = _eager_note(engine, a["hardware"], df)
+            if eager:
+                from ..output.tables import fit_lines
+                text += "\n" + (f"note: {eager}" if wide else fit_lines(f"note: {eager}"))
         else:
             text = None
         texts.append(text)
@@ -293,6 +297,18 @@ def _chart_words(attrs: list) -> tuple[str, list[str]]:
     labels = [" ".join([a["hardware"], a["deployment"]]
                        + [words(a, k) for k in keys if k not in same]) for a in attrs]
     return title, labels
+
+
+def _eager_note(engine, hw: str, df) -> str:
+    """'' unless a decode batch per rank runs outside the engine's CUDA graphs on the device
+    (:func:`~inference_factory.analysis.plan.engines.eager_note`: step time unmodelled)."""
+    from ..analysis.plan.engines import eager_note
+    from ..specs.engines import resolve_serving_engine
+
+    if "decode_batch_per_rank" not in df:
+        return ""
+    return eager_note(resolve_serving_engine(engine, "--engine", hardware=hw),
+                      df["decode_batch_per_rank"].to_numpy(float))
 
 
 def _footing_line(a, notes, wide: bool) -> str:

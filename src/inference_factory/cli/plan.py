@@ -235,13 +235,15 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         if notes:
             more += "\n" + "\n".join(f"precision: {n}" for n in notes)
         text += more if wide else fit_lines(more)
+        from ..analysis.plan.ranking import front_note, front_table
         front = result.front
         text += "\n\n" + render(
-            front[["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
-                   "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
-                   "usd_per_mtok_output_all_in"]],
-            fmt, header="Pareto front (fits, meets TTFT): tokens/s per user against output "
-                        "tokens/s per GPU", human=not wide, width=10_000 if wide else None)
+            # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
+            front_table(front, short=not wide), fmt,
+            header="Pareto front (fits, meets TTFT): tokens/s per user against output "
+                   "tokens/s per GPU (agg: aggregated, P/D: disaggregated)",
+            human=not wide, width=10_000 if wide else None)
+        text += front_note(front) if wide else fit_lines(front_note(front))
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records
@@ -315,6 +317,8 @@ def _launches(result, path: str) -> list[tuple[str, str, str]]:
             head = (f"#!/bin/sh\n# {result.request['model']} on {hw}: {r['mode']}, engine "
                     f"{r.get('engine_label', r.get('engine'))} "
                     f"(inference-factory plan; docs/ENGINES.md)\n")
+            if str(r.get("cuda_graph_note") or ""):
+                head += f"# note: {r['cuda_graph_note']}\n"
             out.append((config_path(path, hw, several), hw, head + cmd + "\n"))
     if not out:
         raise SpecError("--emit-launch: no device has a recommendation that meets the targets")
@@ -322,11 +326,14 @@ def _launches(result, path: str) -> list[tuple[str, str, str]]:
 
 
 def _launch_note(recs) -> str:
-    """Under the table: each recommendation's engine and launch command."""
+    """Under the table: each recommendation's engine and launch command (and whether its
+    decode batch runs outside the engine's CUDA graphs)."""
     if "launch_command" not in recs:
         return ""
     lines = [f"\nlaunch ({r['hardware']}, {r.get('engine_label', r.get('engine'))}):\n  "
              + str(r["launch_command"]).replace("\n", "\n  ")
+             + (f"\n  note: {r['cuda_graph_note']}" if str(r.get("cuda_graph_note") or "")
+                else "")
              for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
     return "\n" + "\n".join(lines) if lines else ""
 

@@ -194,8 +194,11 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
                    + weight_bytes_per_gpu(replace(g, m=draft, ep=1, redundant=0), False) * uses_draft)
     final = np.where(ax["final_len"] > 0, ax["final_len"], ctx)
     final = np.maximum(final, ctx)
-    # each layer kind's bytes per token of context and per sequence (engine/attention)
-    kv_per_seq = arch.sequence_bytes(g.kvprec, final, g.tp)
+    # each layer kind's bytes per token of context and per sequence (engine/attention), and
+    # with a draft its own KV at every token: the MTP layers' or the draft model's
+    draft_kv = (arch.mtp_sequence_bytes(g.kvprec, final, g.tp) if draft is None
+                else architecture(draft).sequence_bytes(g.kvprec, final, g.tp))
+    kv_per_seq = arch.sequence_bytes(g.kvprec, final, g.tp) + draft_kv * uses_draft
     act_per_seq = activation_bytes_per_token(g) * (1.0 + d)
     reserve = kmem.runtime_reserve_bytes(hbm_capacity_bytes=hw.hbm_capacity_bytes,
                                          reserve_frac=rl.reserve_frac)

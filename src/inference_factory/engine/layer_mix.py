@@ -215,6 +215,17 @@ class Architecture:
                     tier_bytes_per_s=tier_bytes_per_s)
         return out
 
+    def mtp_sequence_bytes(self, kv_precision: str, kv_len_tokens, tp: int):
+        """Memory one sequence holds on one GPU in the model's MTP layers: ``[mtp] modules``
+        (num_nextn_predict_layers) layers of ``[attention]``'s kind (SGLang 0.5.6
+        model_executor/model_runner.py lines 1374-1380: the draft worker's KV pool has
+        num_nextn_predict_layers layers, one slot per token of the target's pool)."""
+        kind = self.primary_kind
+        return MemoryGroup(self.spec.n_mtp_modules,
+                           kind.memory(self.spec, kv_precision, self.primary),
+                           kind.kv_split(self.spec, tp, self.primary)
+                           ).per_sequence_bytes(kv_len_tokens)
+
     def replicated_weight_bytes(self, tp: int, bytes_per_param: float) -> float:
         """Weight bytes per GPU beyond the 1/tp share, over the attention kinds."""
         return float(sum(self._kind(at).replicated_weight_bytes(

@@ -2,18 +2,20 @@
 over scheduler iterations (admission, growth, retraction, prefill again).
 
 N clients each keep one request in flight (``vllm bench serve --max-concurrency N``); a
-request of I prompt and O output tokens occupies I + g + s0 tokens of the rank's pool of K
-tokens after g generated tokens (s0: the per-sequence bytes, activations and state, in
-tokens). Every iteration is one of:
+request of I prompt and O output tokens occupies :math:`p\\lceil (I + g)/p\\rceil + s_0` tokens of
+the rank's pool of K tokens after g generated tokens: whole pages of p tokens (the attention
+backend's page or block size) and s0, the per-sequence bytes (activations, state) in tokens.
+Every iteration is one of:
 
 * a **prefill pass** (prefill-first: whenever a waiting request is admitted), taking waiting
   requests in queue order while the pass budget P, the request cap R and the admission rule
   allow; a request that was retracted is prefilled again over its prompt and the tokens it
   had generated (recomputation);
 * a **decode step** of the B running requests, each gaining tau tokens (the step's mean
-  accepted tokens), after checking that the pool holds h free tokens per running request;
-  where it does not, requests are retracted (their KV freed) until it does, and go back to
-  the waiting queue with their generated tokens kept.
+  accepted tokens), after checking that the pool holds the pages the step may take (the
+  engine's decode check, :func:`decode_need_tokens`: a request of length s needs pages where
+  its next w tokens cross a page boundary); where it does not, requests are retracted (their
+  KV freed) until it does, and go back to the waiting queue with their generated tokens kept.
 
 Admission rules (``admission``), each from the engine's scheduler code (cited in
 ``configs/serving_engines.toml``):
@@ -37,7 +39,7 @@ queue. Iterations take the decode step time at batch B and the prefill pass time
 pass's prompt tokens over the mean prompt, from the tables given (``b_grid, b_time_s,
 k_grid, k_time_s``). ASSUMPTIONS: a prompt longer than the pass budget runs whole in one
 pass (chunking only moves the work between passes); arrivals are seen at once (no poll
-window); pages are single tokens.
+window); a request's draft slots are held only within a step (the decode check's window).
 
 Statistics are kept from the ``steady_after``-th completion (``bench``: N, the first wave's
 lockstep start left out) until the last of the stream's requests is sent.
@@ -47,6 +49,7 @@ import numpy as np
 from numba import njit
 
 ADMIT_RATIO, ADMIT_EXACT, ADMIT_PROMPT = 0, 1, 2
+CHECK_BOUNDARY, CHECK_COVER = 0, 1
 
 #: indices of :func:`simulate_kv_pool`'s result
 (T_S, RUNNING_S, WAIT_NEW_S, WAIT_RETRACTED_S, COMPLETED, FRESH_PREFILL_TOKENS,
@@ -72,13 +75,46 @@ def exact_admission_fits(left, occ, n, cur_free, reserve):
 
 
 @njit(cache=True)
-def _retract(state, adm, gen, inp, queue, qs, n, running, used, pool_tokens, overhead, headroom,
+def paged_tokens(tokens, page):
+    """Tokens that whole pages of ``page`` tokens take to hold ``tokens`` (SGLang
+    ``PrefillAdder.ceil_paged_tokens``; vLLM's blocks)."""
+    return np.ceil(tokens / page - 1e-9) * page
+
+
+@njit(cache=True)
+def decode_need_tokens(length, page, window, pages, check):
+    r"""Free tokens the engine's decode check asks for a request of ``length`` tokens before a
+    step. ``CHECK_BOUNDARY`` (SGLang ``ScheduleBatch.check_decode_mem``): ``pages`` pages where
+    a multiple of ``page`` lies in [s, s + window] (every request where ``page`` is 1);
+    ``CHECK_COVER`` (vLLM ``allocate_slots``): the pages that cover ``window`` more tokens,
+    :math:`p(\lceil (s + w)/p\rceil - \lceil s/p\rceil)`."""
+    s = np.floor(length + 1e-9)
+    if check == CHECK_BOUNDARY:
+        crosses = np.floor((s + window) / page) - np.floor((s - 1.0) / page) > 0.5
+        return pages * page if crosses else 0.0
+    return (np.ceil((s + window) / page - 1e-9) - np.ceil(s / page - 1e-9)) * page
+
+
+@njit(cache=True)
+def running_need_tokens(state, inp, gen, n, page, window, pages, check):
+    """:func:`decode_need_tokens` over the running requests."""
+    need = 0.0
+    for c in range(n):
+        if state[c] == 1:
+            need += decode_need_tokens(inp[c] + gen[c], page, window, pages, check)
+    return need
+
+
+@njit(cache=True)
+def _retract(state, adm, gen, inp, queue, qs, n, running, used, pool_tokens, overhead, check,
              retract_newest, requeue_front):
-    """Retract running requests until ``headroom`` tokens per running request are free (at
-    least one; never the last). ``qs`` = [head, tail, queue size]. Returns (running, used,
-    retracted)."""
+    """Retract running requests until the decode check (``check`` = page, window, pages,
+    rule: :func:`decode_need_tokens`) passes (at least one; never the last). ``qs`` = [head,
+    tail, queue size]. Returns (running, used, retracted)."""
     count = 0
-    while running > 1 and (count == 0 or pool_tokens - used < headroom * running):
+    page, window, pages, rule = check[0], check[1], check[2], int(check[3])
+    while running > 1 and (count == 0 or pool_tokens - used < running_need_tokens(
+            state, inp, gen, n, page, window, pages, rule)):
         victim = -1
         for c in range(n):
             if state[c] != 1:
@@ -93,7 +129,7 @@ def _retract(state, adm, gen, inp, queue, qs, n, running, used, pool_tokens, ove
                 victim = c              # ties: the later in the batch (a stable sort's pop)
         state[victim] = 0
         running -= 1
-        used -= inp[victim] + gen[victim] + overhead
+        used -= paged_tokens(inp[victim] + gen[victim], page) + overhead
         if requeue_front:
             qs[0] = (qs[0] - 1) % qs[2]
             queue[qs[0]] = victim
@@ -106,13 +142,16 @@ def _retract(state, adm, gen, inp, queue, qs, n, running, used, pool_tokens, ove
 
 @njit(cache=True)
 def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_overhead_tokens,
-                     tokens_per_step, headroom_tokens, admission, retract_newest, requeue_front,
+                     tokens_per_step, check, admission, retract_newest, requeue_front,
                      ratio_init, ratio_min, ratio_decay, retract_steps, clip_tokens,
                      reserve_tokens, max_running, pass_tokens, b_grid, b_time_s, k_grid,
                      k_time_s, mean_prompt_tokens, steady_after):
     """One DP rank's closed loop over scheduler iterations (module docstring) until the last
     of ``prompt_tokens`` is sent; returns the statistics kept from the ``steady_after``-th
-    completion on, an array indexed by ``T_S`` .. ``ADMISSIONS``."""
+    completion on, an array indexed by ``T_S`` .. ``ADMISSIONS``. ``check``: the page size in
+    tokens, the decode check's window and pages and its rule (:func:`decode_need_tokens`);
+    ``pool_tokens`` whole pages."""
+    page, window, pages, rule = check[0], check[1], check[2], int(check[3])
     n = n_clients
     n_total = prompt_tokens.size
     inp = np.zeros(n)
@@ -140,12 +179,13 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
         guard += 1
         steady = completed >= steady_after
         retracted = 0
-        if admission == ADMIT_PROMPT and running > 0 \
-                and pool_tokens - used < headroom_tokens * running:
+        need = running_need_tokens(state, inp, gen, n, page, window, pages, rule)
+        if admission == ADMIT_PROMPT and running > 0 and pool_tokens - used < need:
             # vLLM: the running requests are scheduled first and preempt; no admission then
             running, used, retracted = _retract(state, adm, gen, inp, queue, qs, n, running,
                                                 used, pool_tokens, seq_overhead_tokens,
-                                                headroom_tokens, retract_newest, requeue_front)
+                                                check, retract_newest, requeue_front)
+            need = running_need_tokens(state, inp, gen, n, page, window, pages, rule)
         # ---- a prefill pass, where a waiting request is admitted ----
         pass_tok = 0.0
         pass_out = 0.0
@@ -158,12 +198,13 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
         while qs[0] != qs[1] and running < max_running and retracted == 0:
             c = queue[qs[0]]
             need_in = inp[c] + gen[c]
+            held = paged_tokens(need_in, page)      # whole pages for the prompt
             rem_out = out[c] - gen[c]
             free = pool_tokens - used
             if admitted > 0 and pass_tok + need_in >= pass_tokens:
                 break
             if running == 0 and admitted == 0:
-                ok = need_in + seq_overhead_tokens <= free   # an empty pool takes the head
+                ok = held + seq_overhead_tokens <= free   # an empty pool takes the head
             elif admission == ADMIT_RATIO:
                 # its prompt and clipped output within the free tokens less the running
                 # requests' estimate and the pass's outputs (its prompts are in `used`)
@@ -171,7 +212,7 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
             elif admission == ADMIT_EXACT:
                 # the early exit (the prompt within the free tokens and the estimate), then
                 # the lockstep check of every request's finish
-                ok = need_in <= free - max(reserved + pass_out, 0.0)
+                ok = held <= free - max(reserved + pass_out, 0.0)
                 if ok:
                     m = 0
                     for j in range(n):
@@ -182,11 +223,11 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
                     left[m] = rem_out
                     occ[m] = need_in + seq_overhead_tokens
                     m += 1
-                    ok = exact_admission_fits(left, occ, m, free - need_in - seq_overhead_tokens,
-                                     reserve_tokens)
+                    ok = exact_admission_fits(left, occ, m, free - held - seq_overhead_tokens,
+                                              reserve_tokens)
             else:
-                # the prompt's tokens, after the running requests' next tokens
-                ok = need_in + seq_overhead_tokens <= free - headroom_tokens * running
+                # the prompt's pages, after the running requests' next pages
+                ok = held + seq_overhead_tokens <= free - need
             if not ok:
                 break
             qs[0] = (qs[0] + 1) % qs[2]
@@ -195,7 +236,7 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
             adm_counter += 1
             running += 1
             admitted += 1
-            used += need_in + seq_overhead_tokens
+            used += held + seq_overhead_tokens
             pass_tok += need_in
             pass_out += min(rem_out, clip_tokens)
             if steady:
@@ -209,10 +250,11 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
         else:
             if running == 0:
                 break
-            # ---- a decode step: retract until h tokens per running request are free ----
-            if pool_tokens - used < headroom_tokens * running:
+            # ---- a decode step: retract until the decode check passes ----
+            if pool_tokens - used < running_need_tokens(state, inp, gen, n, page, window,
+                                                        pages, rule):
                 running, used, k = _retract(state, adm, gen, inp, queue, qs, n, running, used,
-                                            pool_tokens, seq_overhead_tokens, headroom_tokens,
+                                            pool_tokens, seq_overhead_tokens, check,
                                             retract_newest, requeue_front)
                 retracted += k
             if retracted > 0:
@@ -244,10 +286,11 @@ def simulate_kv_pool(prompt_tokens, output_tokens, n_clients, pool_tokens, seq_o
             if state[c] != 1:
                 continue
             step = min(tokens_per_step, out[c] - gen[c])
+            before = paged_tokens(inp[c] + gen[c], page)
             gen[c] += step
-            used += step
+            used += paged_tokens(inp[c] + gen[c], page) - before
             if gen[c] >= out[c] - 1e-9:
-                used -= inp[c] + gen[c] + seq_overhead_tokens
+                used -= paged_tokens(inp[c] + gen[c], page) + seq_overhead_tokens
                 running -= 1
                 completed += 1
                 if steady:

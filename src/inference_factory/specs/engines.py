@@ -45,7 +45,8 @@ _KV_POOL_DEFAULTS = dict(admission="guaranteed", retract="newest", retract_specu
                          new_token_ratio_decay_steps=1, retract_decode_steps=0,
                          clip_max_new_tokens=1 << 30, schedule_conservativeness=1.0,
                          conservativeness_dp_attention_factor=1.0, reserve_tokens_per_request=0.0,
-                         no_admission_after_retract=False)
+                         no_admission_after_retract=False, page_tokens=1,
+                         decode_check="boundary", draft_in_pool=True)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class KvPool:
     conservativeness_dp_attention_factor: float
     reserve_tokens_per_request: float
     no_admission_after_retract: bool
+    page_tokens: int
+    decode_check: str
+    draft_in_pool: bool
 
     def ratio(self, dp_attention: bool) -> tuple[float, float, float]:
         """(initial, minimum, decay per decode step) of the new-token ratio: the initial
@@ -248,6 +252,16 @@ class ServingEngine:
                     if speculative and self.max_running_requests_speculative
                     else self.max_running_requests)
         return cap / dp if (dp > 1 and self.dp_attention_divides_limits) else cap
+
+    def runs_eager(self, batch_per_rank):
+        """Whether a decode step of ``batch_per_rank`` requests per DP rank runs outside the
+        engine's CUDA graphs on its device (above ``supports.cuda_graph_max_batch``; False
+        where the profile states none): its launch time is not modelled (docs/ENGINES.md)."""
+        import numpy as np
+
+        limit = self.supports.cuda_graph_max_batch if self.supports is not None else 0
+        b = np.asarray(batch_per_rank, dtype=float)
+        return (b > limit) if limit else np.zeros(b.shape, dtype=bool)
 
     def recv_interval(self, concurrency, dp_attention: bool):
         """Decode steps between two polls for new requests at each concurrency (an array)."""

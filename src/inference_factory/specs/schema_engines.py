@@ -81,6 +81,17 @@ class KvPoolEntry(_Schema):
                                                         allow_inf_nan=False)
     no_admission_after_retract: Optional[bool] = Field(
         None, description="no request is admitted in an iteration that retracted (vLLM V1)")
+    page_tokens: Optional[int] = Field(
+        None, ge=1, le=4096, description="tokens a KV page (block) holds: a request holds whole "
+        "pages (the attention backend's page size)")
+    decode_check: Optional[Literal["boundary", "cover"]] = Field(
+        None, description="free pages a decode step asks for: boundary (SGLang: the draft "
+        "buffer's pages where a request's next tokens reach a page boundary), cover (vLLM: "
+        "the pages that cover its next tokens and lookahead slots)")
+    draft_in_pool: Optional[bool] = Field(
+        None, description="whether the draft's weights and KV come out of the engine's "
+        "kv_memory_fraction (false: SGLang sizes the target's pool first and loads the draft "
+        "from the rest)")
 
 
 class _Scheduling(_Schema):

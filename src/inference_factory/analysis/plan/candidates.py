@@ -18,7 +18,10 @@ from ...errors import SpecError
 
 _DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
                 "max_batch_size", "decode_binding_resource", "usd_per_mtok_output",
-                "tokens_per_step")
+                "tokens_per_step", "weight_bytes_per_gpu", "sequence_bytes_per_gpu")
+#: evaluated for ``sequence_bytes_per_gpu`` (a sequence's KV and activations per GPU at its
+#: final length: what an engine's KV pool holds, :func:`.engines.engine_candidates`)
+_SEQUENCE_VARS = ("kv_bytes_per_gpu", "activation_bytes_per_gpu")
 _PREFILL_VARS = ("prefill_tokens_per_s_per_gpu", "ttft_s", "usd_per_mtok_input",
                  "prefill_binding_resource")
 
@@ -45,12 +48,17 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
     for ov in ovs:
         try:
             r = evaluate_arrays(m, hw, **shape, **precs, overlap=ov, **axes, **kwargs,
-                                variables=[v for v in names if not v.startswith("usd_")])
+                                variables=[v for v in names if not v.startswith("usd_")
+                                           and v != "sequence_bytes_per_gpu"]
+                                + list(_SEQUENCE_VARS))
         except SpecError:
             if len(ovs) == 1:
                 return None
             got.append(None)
             continue
+        r["sequence_bytes_per_gpu"] = (np.asarray(r.pop("kv_bytes_per_gpu"), float)
+                                       + np.asarray(r.pop("activation_bytes_per_gpu"), float)
+                                       ) / axes["batch_size"]
         r["usd_per_mtok_output"] = usd_per_mtok_at(
             r["decode_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["decode"],
             utilization=cost.utilization)

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from ..full_memory import engine_pool_tokens, sequences_held
 from .candidates import _candidates
 
 
@@ -72,23 +73,49 @@ def engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpu
         f["engine"] = eng.name
         f["engine_version"] = eng.version
         f["engine_label"] = eng.label()
+        _engine_pool(f, eng, hw, isl + osl)
+        f["runs_eager"] = eng.runs_eager(f["batch_size"].to_numpy(float))
         out.append(f)
     return out
+
+
+def _engine_pool(f: pd.DataFrame, eng, hw, final_tokens: int) -> None:
+    """The decode batch per DP rank an engine's KV pool holds at the final length
+    (``kv_pool_max_batch``: its pool share of the GPU less the weights, over a sequence's
+    KV and activations, by the rule ``bench``'s full-memory loop applies,
+    :func:`..full_memory.engine_pool_tokens`); a row whose batch exceeds it does not fit
+    (the memory model's fit, HBM less its runtime reserve, still applies too: every
+    bundled share is below it). An engine that states no share keeps the memory model's."""
+    seq = f["sequence_bytes_per_gpu"].to_numpy(float)
+    tokens = engine_pool_tokens(eng.kv_memory_fraction, hbm_bytes=float(hw.hbm_capacity_bytes),
+                                weight_bytes=f["weight_bytes_per_gpu"].to_numpy(float),
+                                bytes_per_token=seq / final_tokens, model_pool_tokens=np.inf)
+    held = np.broadcast_to(sequences_held(tokens, float(final_tokens)), seq.shape)
+    f["kv_pool_max_batch"] = np.minimum(held, f["max_batch_size"].to_numpy(float))
+    over = f["fits"].to_numpy(bool) & (f["batch_size"].to_numpy(float) > held)
+    if over.any():
+        f.loc[over, "fits"] = False
+        f.loc[over, "meets_slo"] = False
+        f.loc[over, "reason"] = (f"does not fit in {eng.name}'s KV pool ("
+                                 f"{eng.kv_memory_fraction:g} of HBM less the weights)")
 
 
 def add_launch(recs: pd.DataFrame, m, engines: dict) -> pd.DataFrame:
     """The recommendations with ``launch_command``: the engine's own command for the
     recommended deployment (aggregated: one instance; P/D: the prefill and the decode
-    pool's), from the profile ``engines[(hardware, engine)]``."""
+    pool's), from the profile ``engines[(hardware, engine)]``; and ``cuda_graph_note``
+    where its decode batch runs outside the engine's CUDA graphs (:func:`eager_note`)."""
     out = recs.copy()
-    cmds = []
+    cmds, graph = [], []
     for _, r in out.iterrows():
         eng = engines.get((r.get("hardware"), r.get("engine")))
         reason = r.get("reason")
         if eng is None or (isinstance(reason, str) and reason) or not isinstance(r.get("mode"),
                                                                                 str):
             cmds.append("")
+            graph.append("")
             continue
+        graph.append(eager_note(eng, float(r["batch_size"])))
         common = dict(draft_depth=int(r["draft_depth"]), kv_precision=str(r["kv_precision"]),
                       overlap=str(r["overlap"]))
         repo = m.hf_repo or m.name
@@ -105,4 +132,22 @@ def add_launch(recs: pd.DataFrame, m, engines: dict) -> pd.DataFrame:
             cmds.append(f"# prefill x{int(r['prefill_instances'])}\n{pre}\n"
                         f"# decode x{int(r['decode_instances'])}\n{dec}")
     out["launch_command"] = cmds
+    out["cuda_graph_note"] = graph
     return out
+
+
+def eager_note(eng, batch_per_rank) -> str:
+    """One line where a decode batch per DP rank runs outside engine ``eng``'s CUDA graphs
+    (:meth:`~inference_factory.specs.engines.ServingEngine.runs_eager`: above SGLang's
+    --cuda-graph-max-bs, cuda_graph_runner can_run(); TensorRT-LLM's cuda_graph_config
+    max_batch_size; vLLM's max capture size), else ''. The eager step's extra host launch
+    time is not modelled: no component measurement of per-kernel launch overhead is in the
+    reference set (aiconfigurator's only constant, vLLM's 0.8 ms per layer of prefill
+    dispatch, is fitted to serving results), so such a step time is optimistic."""
+    b = np.atleast_1d(np.asarray(batch_per_rank, dtype=float))
+    over = b[eng.runs_eager(b)]
+    if not over.size:
+        return ""
+    return (f"{eng.label()} runs a decode batch above {eng.supports.cuda_graph_max_batch} per "
+            f"rank (up to {over.max():.4g}) eagerly, outside its CUDA graphs: step time "
+            "unmodelled (optimistic there)")

@@ -56,7 +56,8 @@ RECOMMENDATION_COLUMNS = (
     "precision", "low_precision", "weight_precision", "moe_precision", "kv_precision",
     "attention_precision", "dispatch_precision", "combine_precision", "overlap",
     "prefill_overlap",
-    "batch_size", "draft_depth", "concurrency", "kv_offload",
+    "batch_size", "draft_depth", "kv_pool_max_batch", "runs_eager", "concurrency",
+    "kv_offload",
     "prefill_batch_size", "request_rate_per_s", "output_tokens_per_s",
     "output_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu",
     "prefill_tokens_per_s_per_gpu",
@@ -108,11 +109,22 @@ def _best(mine: pd.DataFrame, reason: str) -> str:
     return f"; fastest {t.min() * 1e3:.4g} ms" if len(t) else ""
 
 
+#: What tells two candidates apart as deployments (the front keeps one row of each).
+_DEPLOYMENT = ("hardware", "engine", "engine_version", "mode", "tp", "dp", "ep", "prefill_tp",
+               "prefill_dp", "prefill_ep", "decode_instances", "prefill_instances", "precision",
+               "weight_precision", "moe_precision", "kv_precision", "overlap", "prefill_overlap",
+               "batch_size", "draft_depth", "prefill_batch_size")
+
+
 def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFrame:
     """Non-dominated (``user``: tokens/s per user, all-in tokens/s per GPU) per hardware
     among the candidates that fit and meet TTFT (TPOT is the axis the front trades along;
     ``plan --trace``: E2E normalized interactivity P90)."""
     ok = cand["fits"].astype(bool) & cand["prefill_tokens_per_s_per_gpu"].notna()
+    # one row per deployment of one engine (a repeated batch or shape in the search gives the
+    # same candidate twice); rows of different engines stay, each naming its engine
+    same = [c for c in _DEPLOYMENT if c in cand]
+    ok &= ~cand[same].astype(str).duplicated()
     parts = []
     for hw, sub in cand[ok].groupby("hardware", sort=False):
         mask = pareto_mask(sub[user].to_numpy(float),
@@ -121,3 +133,36 @@ def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFr
     return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
 
 
+def front_table(front, short: bool = True):
+    """The front's columns as printed: each row's engine (its profile names its version:
+    sglang-0.5.6, trtllm-1.3) and the mode short, a ``*`` where the decode batch runs
+    outside the engine's CUDA graphs (:func:`front_note`); ``short``: the two widest
+    headers over two lines, so the engine's name fits in 100 columns unwrapped."""
+    cols = [c for c in ("hardware", "engine", "mode", "tp", "dp", "ep", "batch_size",
+                        "draft_depth", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+                        "usd_per_mtok_output_all_in") if c in front]
+    mode = front["mode"].map({"aggregated": "agg", "disaggregated": "P/D"}).fillna("")
+    if "runs_eager" in front:
+        mode = mode + front["runs_eager"].astype(bool).map({True: "*", False: ""})
+    out = front[cols].assign(mode=mode)
+    return out.rename(columns={"output_tokens_per_s_per_gpu": "out tok/s / /GPU",
+                               "usd_per_mtok_output_all_in": "$/M out / all-in"}) if short \
+        else out
+
+
+def front_note(front) -> str:
+    """Under the front: why rows of two engines can carry the same figures, and what an
+    eager decode step means."""
+    lines = []
+    figures = ["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
+               "tokens_per_s_per_user", "output_tokens_per_s_per_gpu"]
+    if "engine" in front and all(c in front for c in figures) \
+            and front[figures].astype(str).duplicated().any():
+        lines.append("rows of different engines with the same figures: a disaggregated "
+                     "deployment's pools do not depend on the engine's scheduling, and engines "
+                     "with the same policy and budgets run one closed loop (every engine on "
+                     "the same kernel tables)")
+    if "runs_eager" in front and front["runs_eager"].astype(bool).any():
+        lines.append("*: the decode batch per rank is above the engine's CUDA-graph limit on "
+                     "the device, so it runs eager; that step time is unmodelled (optimistic)")
+    return "".join(f"\n{x}" for x in lines)

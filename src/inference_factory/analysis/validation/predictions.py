@@ -29,6 +29,7 @@ from ...output.tables import format_number
 # the case-file contract and its checks: importable from here too
 from .cases import (COLUMNS, METRICS, OVERLAPS, PHASES, _check_cells,  # noqa: F401
                     _check_row, _read_rows, _Row, load_cases)
+from .server import search as _server_search
 
 #: Points of the batch grid searched for SLO cases (geometric + linear, deduplicated).
 GRID_POINTS = 48
@@ -101,13 +102,16 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
     tp = int(c["tp"])
     min_user, max_ttft = c["min_user_tokens_per_s"], c["max_ttft_s"]
     has_user_slo, has_ttft_slo = np.isfinite(min_user), np.isfinite(max_ttft)
+    # a colocated case with an SLO: p99 bounds under Poisson arrivals, searched jointly (.server)
+    server = bool(c["colocated"]) and (has_user_slo or has_ttft_slo)
     out: dict[str, Any] = {"batch_per_gpu_used": np.nan, "prompts_per_pass_used": np.nan,
-                           "binding_resource": "", "fits": None, "meets_slo": None}
+                           "binding_resource": "", "fits": None, "meets_slo": None,
+                           "ttft_p99_s": np.nan, "tpot_p99_s": np.nan}
 
     # ---- prefill prompts per pass (a grid when a TTFT bound is searched)
     prompts = float(c["prompts_per_pass"]) if np.isfinite(c["prompts_per_pass"]) else None
     if prompts is not None:
-        kw["prefill_batch_size"] = list(_grid(prompts)) if has_ttft_slo else prompts
+        kw["prefill_batch_size"] = list(_grid(prompts)) if has_ttft_slo or server else prompts
 
     # ---- decode batch per attention-DP rank (a grid when a per-user bound is searched)
     if c["phase"] == "decode":
@@ -118,9 +122,23 @@ def _predict_case(c: Mapping[str, Any]) -> dict[str, Any]:
             cap = float(max_b) if c["batch_max"] else float(c["batch_per_gpu"]) * tp
         else:
             cap = float(c["batch_per_gpu"]) * tp
-        kw["batch_size"] = list(_grid(cap)) if has_user_slo else cap
+        kw["batch_size"] = list(_grid(cap)) if has_user_slo or server else cap
 
     ds = _evaluate(m, hw, kw)
+    if server:
+        grid_b, grid_p = kw["batch_size"], kw["prefill_batch_size"]
+        s = _server_search(c, ds, grid_b, grid_p)
+        i, j = s["i"], s["j"]
+        out.update(batch_per_gpu_used=float(grid_b[i]) / tp,
+                   prompts_per_pass_used=float(grid_p[j]), meets_slo=s["met"],
+                   ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"],
+                   fits=bool(np.broadcast_to(ds["fits"], (len(grid_b), len(grid_p)))[i, j]),
+                   binding_resource=str(np.broadcast_to(ds["decode_binding_resource"],
+                                                        (len(grid_b), len(grid_p)))[i, j]))
+        user = s["decode_tokens_per_s_per_user"]
+        out["predicted"] = {"decode_tokens_per_s_per_gpu": s["decode_tokens_per_s_per_gpu"],
+                            "decode_tokens_per_s_per_user": user, "tpot_s": 1.0 / user}[c["metric"]]
+        return out
 
     # prefill side: best prompts per pass meeting the TTFT bound
     if prompts is not None:
@@ -210,7 +228,8 @@ def predict(cases: pd.DataFrame | str | os.PathLike, uncertainty=None) -> pd.Dat
             "batch_per_gpu_used": res["batch_per_gpu_used"],
             "prompts_per_pass_used": res["prompts_per_pass_used"],
             "binding_resource": res["binding_resource"], "fits": res["fits"],
-            "meets_slo": res["meets_slo"], "colocated": bool(c["colocated"]), "row": c["row"],
+            "meets_slo": res["meets_slo"], "ttft_p99_s": res["ttft_p99_s"],
+            "tpot_p99_s": res["tpot_p99_s"], "colocated": bool(c["colocated"]), "row": c["row"],
         })
         if uncertainty is not None and uncertainty is not False:
             from .bands import case_band
