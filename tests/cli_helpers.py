@@ -22,3 +22,18 @@ def fails(result) -> str:
     assert lines[0].startswith("error: "), lines[0]
     assert err.endswith("\n")
     return lines[0]
+
+
+def title_lines(text: str) -> list[str]:
+    """The lines of a command's output, its title's wrapped continuations (lines indented
+    two, output.tables.fit_lines) joined back to the first: the title as one line."""
+    lines = text.splitlines()
+    i = 1
+    while i < len(lines) and lines[i].startswith("  "):
+        i += 1
+    return [" ".join(s.strip() for s in lines[:i])] + lines[i:]
+
+
+def title(text: str) -> str:
+    """The title of a command's output as one line (:func:`title_lines`)."""
+    return title_lines(text)[0]

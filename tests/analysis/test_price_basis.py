@@ -21,6 +21,7 @@ from inference_factory.analysis.economics import (
 )
 from inference_factory.cli import cli
 from inference_factory.specs import load_hardware
+from tests.cli_helpers import title
 
 ROOT = Path(__file__).resolve().parents[2]
 BASES = tomllib.loads((ROOT / "configs" / "price_bases.toml").read_text())
@@ -179,7 +180,7 @@ def test_cheapest_states_the_basis_in_header_and_json():
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
     assert "price basis owning-neocloud (IMAX_TCO, 2026-04), power basis gpu-tdp-pue" in \
-        r.output.splitlines()[0]
+        title(r.output)           # the title, wrapped within 100 columns
     r = CliRunner().invoke(cli, args + ["--json"])
     attrs = json.loads(r.output)["attrs"]
     assert attrs["price_basis"] == "owning-neocloud (IMAX_TCO, 2026-04)"

@@ -86,6 +86,30 @@ def test_every_default_table_fits_100_columns_with_human_headers(tmp_path):
     assert "total_token_throughput_per_gpu" in ok(run(*bench, "-c", "1", "--format", "csv"))
 
 
+def test_every_commands_default_output_fits_100_columns():
+    """Every line of every command's default human output (no options, or the bundled file
+    or the help's example a command needs), titles, notes and headers included, within 100
+    columns: the long ones wrapped by output.tables.fit_lines (roofline's axes line was 126,
+    simulate's GPU-hours line 126, cheapest's title 206, compare's attribution table 124)."""
+    outputs = {
+        " ".join(args): ok(run(*args, COLUMNS="100")) for args in (
+            ("roofline",), ("roofline", "--ops"), ("roofline", "--uncertainty"),
+            ("simulate", "-c", "configs/factory.toml", "--requests", "300"),
+            ("compare", "-c", "configs/factory.toml", "--requests", "300", "--no-progress"),
+            ("cheapest",), ("pareto",), ("price-by-position",), ("best-draft",),
+            ("max-batch",), ("plan",), ("prices",), ("configs", "list"),
+            ("tornado", "-r", "acceptance_rate=0.6,0.9"),
+            ("montecarlo", "-r", "acceptance_rate=0.6,0.9"))}
+    for name, text in outputs.items():
+        assert _widest(text) <= 100, (name, _widest(text),
+                                      max(text.splitlines(), key=len))
+    # wrapped, not cut: the roofline's axes and compare's footing are all there
+    flat = " ".join(outputs["roofline"].split())
+    assert "batch_size=1 kv_len=1024" in flat and "cache_hit_rate=0 final_len=0" in flat
+    cmp = outputs["compare -c configs/factory.toml --requests 300 --no-progress"]
+    assert "factory without the lever" in cmp and "baseline toggled" in cmp
+
+
 # ---- errors that help ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [

@@ -83,3 +83,29 @@ def test_simulate_states_its_footing_weighted_by_gpu_time():
     desc = resolve_serving_engine("sglang-0.5.6", "engine").description
     assert f"engine: sglang-0.5.6 ({' '.join(desc.split())}" in flat
     assert max(len(x) for x in text[text.index("footing: "):].splitlines()) <= 100
+
+
+def test_compare_states_each_sides_footing():
+    """compare runs two different deployments (the generic baseline: small decode batches,
+    a BF16 cache; the factory: large batches, FP8 cache): each side states its own footing,
+    by the same weighting as simulate, and the engine once."""
+    res = json.loads(ok(run("compare", "-c", "configs/factory.toml", "--requests", "300",
+                            "--no-attribution", "--json")))
+    flat = " ".join(ok(run("compare", "-c", "configs/factory.toml", "--requests", "300",
+                           "--no-attribution")).split())
+    for side in ("baseline", "factory"):
+        f, s = res["footing"][side], res[side]
+        n = s["requests"]
+        w_d = (s["output_tokens"] / n) / s["decode_tokens_per_s_per_gpu"]
+        w_p = (s["input_tokens"] / n) / s["prefill_tokens_per_s_per_gpu"]
+        hand = (w_d * f["decode_measured_share"] + w_p * f["prefill_measured_share"]) / (w_d + w_p)
+        assert abs(f["measured_share"] - hand) < 2e-3, side
+        assert f["precisions"] == {k: v for k, v in s["precisions"].items()
+                                   if k.endswith("_precision")}
+        assert (f"{side} footing: {f['footing']} ({100 * f['measured_share']:.0f}% of GPU time "
+                f"on measured tables at decode batch {s['decode_batch_per_gpu']:.0f} per GPU"
+                in flat), side
+    # the baseline's KV cache is BF16, the factory's FP8 (its low_precision lever)
+    assert res["footing"]["baseline"]["precisions"]["kv_precision"] == "bf16"
+    assert res["footing"]["factory"]["precisions"]["kv_precision"] == "fp8"
+    assert flat.count("engine: sglang-0.5.6 (") == 1 and "compare uses its policy only" in flat

@@ -66,8 +66,10 @@ def test_a_price_basis_under_capex_is_refused_and_labels_name_the_basis_used(tmp
     cfg = tmp_path / "r.toml"
     cfg.write_text(f'extends = "{ROOT / "configs" / "factory.toml"}"\nname = "r"\n'
                    '[economics]\ncost_basis = "rental"\nprice_basis = "rental-3yr,hardware-file"\n')
-    line = ok(run("simulate", "-c", str(cfg), "--requests", "200", "--power-basis",
-                  "all-in-provisioned")).splitlines()[1]
+    text = ok(run("simulate", "-c", str(cfg), "--requests", "200", "--power-basis",
+                  "all-in-provisioned"))
+    head = text[text.index("GPU-hours:"):text.index("\nfleet and money")]
+    line = " ".join(head.split())        # the line, wrapped within 100 columns
     assert line.startswith("GPU-hours: price basis rental-3yr (IMAX_TCO, 2026-04); H800-SXM 2 "
                            "$/GPU-h from hardware-file")
     assert "user rate" not in line and "power basis all-in-provisioned" in line

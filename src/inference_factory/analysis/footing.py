@@ -139,5 +139,16 @@ def simulate_footing(cfg, metrics: Mapping[str, Any]) -> dict[str, Any]:
             "tables": {hw.name: measured_tables(hw) for hw in (hw_d, hw_p)}}
 
 
+def compare_footing(cfg, result: Mapping[str, Any]) -> dict[str, Any]:
+    """Each side's footing in a ``compare`` result (:func:`simulate_footing` of the baseline's
+    config with its metrics, and of the factory's): the two sides run different pools,
+    batches and precisions, so each stands on its own share of measured tables."""
+    from ..factory.simulate import side_config
+
+    return {side: simulate_footing(side_config(cfg, side), result[side])
+            for side in ("baseline", "factory")}
+
+
 __all__ = ["PRECISION_WORDS", "resolved_precisions", "precision_note", "engine_words",
-           "footing_lines", "phase_footing", "point_footing", "simulate_footing"]
+           "footing_lines", "phase_footing", "point_footing", "simulate_footing",
+           "compare_footing"]

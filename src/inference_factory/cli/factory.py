@@ -69,9 +69,12 @@ def compare_cmd(config: str, as_json: bool, output: str | None, no_attribution: 
 
         for path in write_report(result, report):
             click.echo(f"wrote {path}", err=True)
-    _emit(result, as_json, output, format_compare(result) + "".join(
-        f"\n{side}:" + _band_lines(result[side]) for side in ("baseline", "factory")
-        if uncertainty))
+    from ..analysis.footing import compare_footing
+
+    result["footing"] = compare_footing(cfg, result)
+    _emit(result, as_json, output, format_compare(result) + _compare_footing_text(result)
+          + "".join(f"\n{side}:" + _band_lines(result[side])
+                    for side in ("baseline", "factory") if uncertainty))
 
 
 @click.command("simulate")
@@ -126,15 +129,35 @@ def simulate_cmd(config: str, as_json: bool, output: str | None, n_requests: int
 def _footing_text(result: dict) -> str:
     """What the scenario stands on (:func:`~inference_factory.analysis.footing.footing_lines`,
     as bench and roofline print it), within 100 columns."""
-    from ..analysis.footing import engine_words, footing_lines
     from ..output.tables import fit_lines
 
-    f, s = result["footing"], result["scenario"]
-    return "\n" + fit_lines("\n".join(footing_lines(
+    return "\n" + fit_lines("\n".join(_side_footing(result["footing"], result["scenario"],
+                                                     result["engine"], "simulate")))
+
+
+def _compare_footing_text(result: dict) -> str:
+    """Each side's footing (as ``simulate`` prints it, indented under the side's name), then
+    the serving engine once: both sides use its policy."""
+    from ..output.tables import TABLE_WIDTH, fit_lines
+
+    text = ""
+    for side in ("baseline", "factory"):
+        lines = _side_footing(result["footing"][side], result[side], result["engine"],
+                              "compare")
+        text += f"\n{side}\n" + "\n".join(
+            "  " + s for s in fit_lines("\n".join(lines[:-1]), TABLE_WIDTH - 2).splitlines())
+    return "\n" + text + "\n" + fit_lines(lines[-1])
+
+
+def _side_footing(f: dict, s: dict, engine: str, command: str) -> list[str]:
+    """One simulated side's footing lines, the engine's last."""
+    from ..analysis.footing import engine_words, footing_lines
+
+    return footing_lines(
         footing=f["footing"], measured_share=f["measured_share"],
         where=f" at decode batch {s['decode_batch_per_gpu']:.0f} per GPU, the mean request",
         precisions=f["precisions"], notes=[f["precision_note"]],
-        engine=engine_words(result["engine"]) + "; simulate uses its policy only")))
+        engine=engine_words(engine) + f"; {command} uses its policy only")
 
 
 def _band_lines(metrics: dict) -> str:

@@ -45,7 +45,9 @@ def _dominance_text(dom) -> str:
         lines.append(f"  {r.model} on {r.hardware}, {r.phase}: over its core at "
                      f"{k(r.over_core)} (~{k(r.over_core_interp)}), over all other attention "
                      f"at {k(r.over_attention)} (~{k(r.over_attention_interp)})")
-    return "\n".join(lines)
+    from ..output.tables import fit_lines
+
+    return fit_lines("\n".join(lines))
 
 
 @click.command("price-by-position")

@@ -11,7 +11,7 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import render
+from ..output.tables import fit_lines, render
 from .params import FiniteRange, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
@@ -66,15 +66,11 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
 
 
-def _text_width(text: str) -> int:
-    lines = text.splitlines()[1:] or [""]          # the title line may be longer: it is prose
-    return max(len(x) for x in lines)
-
-
 def fit_columns(df, fmt: str, header: str = "", *, width: int | None = None,
                 keep: Sequence[str] = (), labels: dict[str, str] | None = None):
-    """A human table (``table``/``markdown``) that fits ``width`` characters: columns are
-    renamed for people (``labels``: API name -> shown name, whose suffix ``_frac`` or ``_s``
+    """A human table (``table``/``markdown``) that fits ``width`` characters: its title
+    wrapped (:func:`~inference_factory.output.tables.fit_lines`), columns renamed for people
+    (``labels``: API name -> shown name, whose suffix ``_frac`` or ``_s``
     :func:`~inference_factory.output.tables.render` turns into % or ms), then dropped from the
     right, never those in ``keep`` (the identifying ones) or the first, until the table fits.
     Returns ``(text, hidden)``: the rendered table and the API names of the dropped columns."""
@@ -83,13 +79,15 @@ def fit_columns(df, fmt: str, header: str = "", *, width: int | None = None,
     attrs = dict(df.attrs)
     cols = list(df.columns)
     hidden: list[str] = []
+    title = ((fit_lines(header, width) if fmt == "table" else f"**{header}**\n") + "\n"
+             if header else "")
     while True:
         shown = df[cols].rename(columns=labels)
         shown.attrs = attrs
-        text = render(shown, fmt, header=header, width=width)
+        text = render(shown, fmt, width=width)
         droppable = [c for c in cols[1:] if c not in keep]
-        if _text_width(text) <= width or not droppable:
-            return text, hidden
+        if max(len(x) for x in text.splitlines() or [""]) <= width or not droppable:
+            return title + text, hidden
         hidden.insert(0, droppable[-1])
         cols.remove(droppable[-1])
 

@@ -112,7 +112,9 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
     if footing is not None:
         lines += ["", "footing (each pass's op time by cost source)"]
         lines += _footing_rows(footing, detail=ops is not None)
-    return "\n".join(lines)
+    from ..output.tables import fit_lines
+
+    return fit_lines("\n".join(lines))      # the axes and a DOES NOT FIT line, within 100
 
 
 def _footing_rows(f: dict[str, Any], detail: bool) -> list[str]:

@@ -27,7 +27,7 @@ RESOURCES = ("compute", "memory", "comm", "overhead")
 
 
 def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
-             logit_tokens_per_seq, phase: str, micro_batches: int = 1) -> dict[str, Any]:
+             logit_tokens_per_seq, phase: str, micro_batches: Any = 1) -> dict[str, Any]:
     """Step time, per-resource times, FLOPs and bytes of one pass (per GPU), and its costs."""
     mb = micro_batches
     ops = layer_ops(g, L, seqs=seqs / mb, new_tokens=new_tokens, cached_tokens=cached_tokens,
@@ -41,8 +41,12 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
                "overhead": 0.0}
     else:
         res = S.by_resource(costs, mb)
-        if mb > 1:
-            frac = g.rl.comm_sm_frac if phase == "prefill" else 0.0
+        frac = g.rl.comm_sm_frac if phase == "prefill" else 0.0
+        if not isinstance(mb, int):      # per point (:func:`decode_micro_batches`)
+            step = xp.where_lazy(mb > 1.5, lambda: S.two_batch_s(costs, L, phase,
+                                                                 comm_sm_frac=frac),
+                                 S.sequential_s(res))
+        elif mb > 1:
             step = S.two_batch_s(costs, L, phase, comm_sm_frac=frac)
         else:
             step = S.sequential_s(res)
@@ -51,6 +55,21 @@ def run_pass(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
         "flop": mb * sum(c.op.count * c.op.flop for c in costs),
         "hbm_bytes": mb * sum(c.op.count * c.op.hbm_bytes for c in costs),
     }
+
+
+def decode_micro_batches(mb: int, seqs) -> Any:
+    """Micro-batches of a decode pass of ``seqs`` sequences per rank under a policy of ``mb``:
+    two micro-batches split the batch by requests (DeepSeek: "splitting a batch of requests
+    into two microbatches", DS_DAY6 in reference/deployments.csv), so below two sequences
+    there is nothing to split and the pass runs as one batch, with nothing to overlap its
+    communication with (it was costed as two half-sequences, each streaming the weights:
+    Llama-3.1-70B TP8 at one sequence, a step of 17.5 ms instead of 9.0). Returns 1, 2, or
+    per point where ``seqs`` straddles 2."""
+    if mb == 1 or not xp.any_below(seqs, 2.0 - 1e-12):
+        return mb
+    if not xp.any_above(seqs, 2.0 - 1e-12):
+        return 1
+    return xp.where_lazy(seqs >= 2.0 - 1e-12, lambda: 2.0 + 0.0 * seqs, 1.0 + 0.0 * seqs)
 
 
 def binding(named: Mapping[str, Any]) -> Any:
@@ -108,7 +127,8 @@ def evaluate_block(g: Geom, ax: Mapping[str, Any], acceptance_by_position=None,
 
     # ---- decode: one verify step of B sequences x (1 + d) tokens, plus d draft passes
     verify = run_pass(g, main_layers(m), seqs=B, new_tokens=1.0 + d, cached_tokens=ctx - 1.0,
-                      kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode", micro_batches=mb)
+                      kv_len=ctx, logit_tokens_per_seq=1.0 + d, phase="decode",
+                      micro_batches=decode_micro_batches(mb, B))
     # a draft pass is a single micro-batch: nothing to overlap its communication with
     if xp.any_above(d, 0):
         dg = for_draft(g, draft) if draft is not None else replace(g, overlap="none")

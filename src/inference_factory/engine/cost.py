@@ -234,8 +234,14 @@ def _nvlink_a2a(g: Geom, op: Op, tokens, memo=None):
                                                         m.experts_per_token, g.ep),
             tokens, mode="separable", memo=memo,
             pure_key=(hw, "a2a_nvlink", name, dtype, he, m.experts_per_token, g.ep))
-        total, source = total + t, src if source is None else source
+        # the pair's source: the worse of its two reads (prepare may be on a row, dispatch not)
+        total, source = total + t, src if source is None else _worse(source, src)
     return total, source
+
+
+def _worse(a, b):
+    """A source function giving the worse of two source functions' labels per point."""
+    return lambda: np.minimum(a(), b()).astype(np.int8)
 
 
 def _measured_comm(g: Geom, op: Op, pure_fn, coords=None, memo=None, pure_key=None):

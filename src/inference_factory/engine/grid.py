@@ -5,7 +5,9 @@ a rectangular grid over its shape axes (m, n, k; batch, KV length; tokens) of
 ``ln(t_measured / t_roofline)``, with the axes in ``ln`` of the shape. Missing cells are
 filled along each axis by the same linear-in-log interpolation used between cells. Outside
 the measured range the value is held at the edge (the nearest measured shape) and the point
-is flagged as extrapolated.
+is flagged as extrapolated. Each node keeps where its value came from (a measured row, a fill
+between measured rows, a fill held beyond them): a point is labelled by the worst of the
+nodes it reads, so a point on a filled node is not called measured.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class Grid:
 
     axes: tuple[np.ndarray, ...]
     values: np.ndarray
+    #: source code of each node's value (MEASURED: a measured row; INTERPOLATED: filled
+    #: between measured rows; EXTRAPOLATED: filled beyond them), int8 of the values' shape;
+    #: None: every node measured
+    node_source: np.ndarray | None = None
 
 
 def grid_from_rows(coords: list[np.ndarray], values: np.ndarray) -> Grid:
@@ -44,7 +50,8 @@ def grid_from_rows(coords: list[np.ndarray], values: np.ndarray) -> Grid:
     grid = np.full([a.size for a in axes], np.inf)
     np.minimum.at(grid, tuple(index), np.asarray(values, dtype=float))
     grid[np.isinf(grid)] = np.nan
-    return Grid(tuple(axes), fill_missing(tuple(axes), grid))
+    values, labels = fill_missing_labelled(tuple(axes), grid)
+    return Grid(tuple(axes), values, None if (labels == MEASURED).all() else labels)
 
 
 def monotone(grid: Grid, axes=None) -> Grid:
@@ -55,19 +62,29 @@ def monotone(grid: Grid, axes=None) -> Grid:
     v = grid.values
     for ax in (range(v.ndim) if axes is None else axes):
         v = np.maximum.accumulate(v, axis=ax)
-    return Grid(grid.axes, v)
+    return Grid(grid.axes, v, grid.node_source)
 
 
 def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
     """Fill NaN cells by linear interpolation in log space along one axis after another
     (held constant beyond the last measured cell of a line)."""
+    return fill_missing_labelled(axes, grid)[0]
+
+
+def fill_missing_labelled(axes: tuple[np.ndarray, ...],
+                          grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fill_missing`, and each cell's source code: MEASURED where the grid had a
+    value, INTERPOLATED where filled between two cells of its line (at worst their codes),
+    EXTRAPOLATED where held beyond the line's last cell (or filled by the median)."""
     out = grid.copy()
+    lab = np.where(np.isnan(grid), -1, MEASURED).astype(np.int8)
     for _ in range(len(axes)):
         if not np.isnan(out).any():
             break
         for ax, coord in enumerate(axes):
             moved = np.moveaxis(out, ax, -1)
             lines = moved.reshape(-1, coord.size)
+            labs = np.moveaxis(lab, ax, -1).reshape(-1, coord.size)
             nans = np.isnan(lines)
             count = nans.sum(axis=1)
             # only the lines with a gap and a measured cell (a table's grid has thousands
@@ -75,10 +92,19 @@ def fill_missing(axes: tuple[np.ndarray, ...], grid: np.ndarray) -> np.ndarray:
             for r in np.flatnonzero((count > 0) & (count < coord.size)):
                 line, bad = lines[r], nans[r]
                 line[bad] = np.interp(coord[bad], coord[~bad], line[~bad])
+                good = np.flatnonzero(~bad)
+                j = np.searchsorted(coord[good], coord[bad])
+                inside = (j > 0) & (j < good.size)
+                lo, hi = good[np.maximum(j - 1, 0)], good[np.minimum(j, good.size - 1)]
+                labs[r, bad] = np.where(
+                    inside, np.minimum(INTERPOLATED, np.minimum(labs[r, lo], labs[r, hi])),
+                    EXTRAPOLATED)
             out = np.moveaxis(lines.reshape(moved.shape), -1, ax)
+            lab = np.moveaxis(labs.reshape(moved.shape), -1, ax)
     if np.isnan(out).any():                      # an all-empty slice: the grid's median
+        lab[np.isnan(out)] = EXTRAPOLATED
         out[np.isnan(out)] = np.nanmedian(out)
-    return out
+    return out, lab
 
 
 def _locate(axis: np.ndarray, x):
@@ -134,13 +160,30 @@ def _gather(values: np.ndarray, cell, corner: tuple) -> np.ndarray:
     return xp.lookup(values.reshape(-1)[off:], cell)
 
 
-def _source(locs, shape) -> np.ndarray:
+def _source(locs, shape, node_source=None) -> np.ndarray:
+    """Source code per point: EXTRAPOLATED where a coordinate was clamped, MEASURED on a
+    node, INTERPOLATED inside a cell; at worst the code of the nodes read (``node_source``,
+    :attr:`Grid.node_source`: a filled node is not measured)."""
     clamped = np.zeros(shape, dtype=bool)
     on_node = np.ones(shape, dtype=bool)
     for _, _, cl, on in locs:
         clamped = clamped | cl
         on_node = on_node & on()
-    return np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED)).astype(np.int8)
+    src = np.where(clamped, EXTRAPOLATED, np.where(on_node, MEASURED, INTERPOLATED))
+    if node_source is not None:
+        src = np.minimum(src, _nodes_read(node_source, locs, shape))
+    return src.astype(np.int8)
+
+
+def _nodes_read(node_source: np.ndarray, locs, shape) -> np.ndarray:
+    """The worst :attr:`Grid.node_source` among the corners each point reads with a
+    positive weight (a point on a node reads that node only)."""
+    cell = _cell(node_source.shape, locs)
+    worst = np.full(shape, MEASURED, dtype=np.int8)
+    for weight, corner in _corners(locs):
+        read = np.broadcast_to(weight, shape) > 1e-12
+        worst = np.where(read, np.minimum(worst, _gather(node_source, cell, corner)), worst)
+    return worst
 
 
 def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +197,7 @@ def interpolate(grid: Grid, log_points: list) -> tuple[np.ndarray, np.ndarray]:
     cell = _cell(grid.values.shape, locs) if locs else None
     for weight, corner in _corners(locs):
         out = out + weight * _gather(grid.values, cell, corner)
-    return out, _source(locs, out.shape)
+    return out, _source(locs, out.shape, grid.node_source)
 
 
 def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable",
@@ -185,7 +228,7 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
     asked for: ``detail="ops"``)."""
     if mode == "separable" and len(grid.axes) == 1:
         return _interpolate_time_1d(grid.axes[0], grid.values, coords[0], roofline, memo,
-                                    node_latency)
+                                    node_latency, grid.node_source)
     cs = [xp.asarray(c, dtype=float) for c in coords]
     logs = [np.log(np.maximum(c, 1e-30)) for c in cs]
     locs = [_locate(a, lg) for a, lg in zip(grid.axes, logs)]
@@ -236,10 +279,11 @@ def interpolate_time(grid: Grid, coords: list, roofline, mode: str = "separable"
         # the per-point roofline parameters are not the coordinates': computed on every
         # point, used where clamped
         out = xp.where_lazy(clamped, grown, out)
-    return np.exp(out), lambda: _source(locs, shape)
+    return np.exp(out), lambda: _source(locs, shape, grid.node_source)
 
 
-def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
+def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None,
+                         node_source=None):
     """:func:`interpolate_time` for one shape axis and a roofline of the coordinate only: the
     same rule, linear in log space over the nodes' implied latencies (held at the lower edge),
     plus the roofline's growth above the upper edge."""
@@ -276,7 +320,7 @@ def _interpolate_time_1d(axis, values, x, roofline, memo=None, latency=None):
         def grown(base, xa):
             return base + np.maximum(np.log(roofline(xa)) - np.log(roofline(top)), 0.0)
         out = xp.apply_where(above, (out, x), grown, out)
-    return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x))
+    return np.exp(out), lambda: _source([_locate(axis, log_x)], np.shape(log_x), node_source)
 
 
 def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
@@ -289,8 +333,14 @@ def reduce(grid: Grid, fixed: dict[int, float]) -> tuple[Grid, int]:
     for i in range(len(grid.axes)):
         pts.append(np.full(mesh[0].shape if mesh else (), fixed[i]) if i in fixed else next(it))
     vals, _ = interpolate(grid, pts)
+    nodes = None
+    if grid.node_source is not None:      # each kept node: the worst node the fixing reads
+        shape = np.shape(vals)
+        nodes = _nodes_read(grid.node_source, [_locate(a, np.broadcast_to(p, shape))
+                                               for a, p in zip(grid.axes, pts)], shape)
+        nodes = None if (nodes == MEASURED).all() else nodes
     fixed_src = MEASURED
     for i, v in fixed.items():
         _, _, cl, on = _locate(grid.axes[i], np.asarray(v))
         fixed_src = min(fixed_src, EXTRAPOLATED if cl else (MEASURED if on() else INTERPOLATED))
-    return Grid(tuple(grid.axes[i] for i in keep), vals), fixed_src
+    return Grid(tuple(grid.axes[i] for i in keep), vals, nodes), fixed_src

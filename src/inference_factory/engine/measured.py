@@ -325,7 +325,7 @@ class DeviceTables:
         axes = (None if fam.monotone_axes is None
                 else [fam.axes.index(a) for a in fam.monotone_axes])
         lat = np.maximum(v, G.monotone(G.Grid(eta.axes, measured), axes).values)
-        return G.Grid(eta.axes, lat - roof)
+        return G.Grid(eta.axes, lat - roof, eta.node_source)
 
 
 _DEVICES: dict[str, DeviceTables | None] = {}

@@ -123,6 +123,12 @@ def any_above(x, bound):
     return np.any(concrete(x) > bound)
 
 
+def any_below(x, bound):
+    """Whether some point of ``x`` is below ``bound`` (:func:`any_above`'s mirror: fewer than
+    two sequences to split into micro-batches?)."""
+    return np.any(concrete(x) < bound)
+
+
 def memo_key(*xs, max_points: int):
     """A hashable key of the values of ``xs`` (the shape and bytes of each as a float array)
     for a memo of what is computed from them; None where one of them is a backend's

@@ -7,6 +7,7 @@ import math
 from typing import Any, Callable
 
 from ..output.files import json_text
+from ..output.tables import fit_lines
 from .config import LEVERS, FactoryConfig
 from .levers import lever_effects, no_change_reasons
 from .simulate import config_trace, simulate, side_config, with_config_class_params
@@ -233,7 +234,8 @@ def _fmt(value, fmt: str) -> str:
 
 
 def attribution_table(result: dict) -> list[str]:
-    """The per-lever attribution as aligned text with column headers."""
+    """The per-lever attribution as aligned text with column headers: the factory with each
+    lever off, then the baseline with each toggled (two tables, each within 100 columns)."""
     heads = ("tok/s/GPU", "GPU-s", "$/M out", "margin", "goodput")
     def cells(d):
         return (f"{d['decode_tokens_per_s_per_gpu']:>9,.0f} {d['gpu_seconds']:>11,.0f} "
@@ -242,14 +244,15 @@ def attribution_table(result: dict) -> list[str]:
     hdr = f"{heads[0]:>9} {heads[1]:>11} {heads[2]:>8} {heads[3]:>8} {heads[4]:>7}"
     b, f = result["baseline"], result["factory"]
     lines = ["per-lever attribution: each lever switched off the factory, and toggled on the "
-             "generic baseline",
-             f"{'lever':20} | {'factory without the lever':^49} | {'baseline toggled':^49}",
-             f"{'':20} | {hdr} | {hdr}"]
+             "generic baseline", "", "factory without the lever", f"{'lever':20}  {hdr}"]
+    for r in result["attribution"]:
+        lines.append(f"{r['lever']:20}  {cells(r['factory_without'])}")
+    lines += [f"{'(factory)':20}  {cells(f)}", "", "baseline toggled", f"{'lever':20}  {hdr}"]
     for r in result["attribution"]:
         side = r.get("baseline_with") or r.get("baseline_without")
         sign = "-" if "baseline_without" in r else "+"
-        lines.append(f"{r['lever']:20} | {cells(r['factory_without'])} | {cells(side)} ({sign})")
-    lines.append(f"{'(factory | baseline)':20} | {cells(f)} | {cells(b)}")
+        lines.append(f"{r['lever']:20}  {cells(side)} ({sign})")
+    lines.append(f"{'(baseline)':20}  {cells(b)}")
     lines.append("(+) baseline with the lever; (-) baseline without it (the generic baseline "
                  "already has it)")
     return lines
@@ -296,8 +299,9 @@ def _engine_words(b: dict, f: dict) -> str:
 def format_compare(result: dict) -> str:
     b, f = result["baseline"], result["factory"]
     t = result["trace"]
-    lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
-             f"{_engine_words(b, f)}",
+    # the config's path on a line of its own: the engine stays on the first
+    lines = [f"{result['model']}  price {result['price']}  {_engine_words(b, f)}",
+             f"config {result['config']}",
              f"trace: {t['n_requests']:,} requests, {t['input_tokens']:,} input / "
              f"{t['output_tokens']:,} output tokens over {t['duration_s']:,.0f} s; "
              f"fleet and money at {f['arrival_rate_per_s']:,.1f} requests/s "
@@ -335,7 +339,7 @@ def format_compare(result: dict) -> str:
     if result.get("no_change"):
         lines += ["", "levers that change nothing at the factory point:"]
         lines += [f"- {x}" for x in result["no_change"]]
-    return "\n".join(lines)
+    return fit_lines("\n".join(lines))
 
 
 def format_simulate(result: dict) -> str:
@@ -343,8 +347,8 @@ def format_simulate(result: dict) -> str:
     ``published`` column beside them (and the ratio predicted / published)."""
     s = result["scenario"]
     pub = {k: v for k, v in result.get("published", {}).items() if k != "source"}
-    lines = [f"{result['model']}  price {result['price']}  config {result['config']}  "
-             f"engine {s.get('engine', '')}",
+    lines = [f"{result['model']}  price {result['price']}  engine {s.get('engine', '')}",
+             f"config {result['config']}",
              f"GPU-hours: price basis {s.get('price_basis', '')}; tokens per MW: power basis "
              f"{s.get('power_basis', '')}",
              f"fleet and money at {s['arrival_rate_per_s']:,.1f} requests/s "
@@ -363,4 +367,4 @@ def format_simulate(result: dict) -> str:
     if s.get("payback_absent"):
         lines.append(f"note: {s['payback_absent']}")
     lines += [f"note: {n}" for n in result.get("notes", [])]
-    return "\n".join(lines)
+    return fit_lines("\n".join(lines))
