@@ -13,8 +13,9 @@ the schema of ``calibration/extract_aiconfigurator.py``:
     hardware/measured/MI355X/mla_decode.csv     (AITER's measured MLA decode runs, reported in
                                                  aiter/ops/triton/gluon/README.md: AITER has no
                                                  tuned attention or collective table)
-    hardware/measured/MI300X/attention_prefill.csv  (causal BF16 prefill attention measured on
-                                                 MI300X, op_tests/cpp/mha/README.md FWD TFLOPS)
+    hardware/measured/{MI300X,MI355X}/attention_prefill.csv  (causal BF16 prefill attention
+                                                 measured on each, op_tests/cpp/mha/README.md
+                                                 FWD TFLOPS, one column per device)
     hardware/measured/MANIFEST-aiter.csv, hardware/measured/LICENSE-aiter.txt
 
     git clone https://github.com/ROCm/aiter aiter-src       # or any clone; --rev picks the commit
@@ -488,9 +489,11 @@ def read_mla_readme(version: str, text: str) -> pd.DataFrame:
 #: op_tests/cpp/mha/benchmark_mha_fwd.cpp (ck_tile timer: mean of -repeat launches after
 #: -warmup, defaults 10 / 10). No decode (paged / MLA) time exists for gfx942 in AITER.
 FMHA_README = "op_tests/cpp/mha/README.md"
-#: the README's device columns extracted (our device name = its column name). MI355X's FWD
-#: column is there too and not extracted: a change of MI355X's answers for its own check
-FMHA_DEVICES = ("MI300X",)
+#: the README's device columns extracted (our device name = its column name: the README names
+#: the SKU, so MI355X needs no gfx950 -> MI355X assumption here). Read by the engine for GQA/MHA
+#: prefill with head dim 128 only (family attention_prefill); MLA prefill is its own family
+#: (mla_prefill) and runs other kernels on ROCm (docs/MODEL.md, "Measured tables on AMD")
+FMHA_DEVICES = ("MI300X", "MI355X")
 ATTN_PREFILL_COLS = ["batch_size", "isl", "num_heads", "num_kv_heads", "head_dim", "attn_dtype",
                      "kv_dtype", "latency_us", "backend", "version", "kernel_source"]
 ATTN_PREFILL_KEY = ATTN_PREFILL_COLS[:7]
@@ -704,8 +707,9 @@ def extract(repo, rev, wheel, out, profile, proxy=False, mla_table=False):
               "rounds TFLOPS to 0.1 and us to 0.01")),
             ("attention_prefill", p.reset_index(drop=True), ATTN_PREFILL_COLS,
              ",".join(ATTN_PREFILL_KEY),
-             (f"{FMHA_README} (AITER's only measured attention times on gfx942; no decode "
-              "time exists): its FWD TFLOPS table ('the asm kernel performance of the attention "
+             (f"{FMHA_README} (" + ("AITER's only measured attention times on gfx942; no "
+              "decode time exists" if device == "MI300X" else "AITER's only measured prefill "
+              "attention times on gfx950") + "): its FWD TFLOPS table ('the asm kernel performance of the attention "
               "forwards', BF16, BSHD, batch mode), this device's column; causal rows with "
               "seqlen_q = seqlen_kv only (the engine costs causal prefill without a cached "
               "prefix); isl = seqlen, num_heads = q_nheads, num_kv_heads = kv_nheads (one GPU "

@@ -9,7 +9,7 @@ tuned on MI325X in commit 84493f0e5b); AMD's MoE benchmarking run on an 'mi300' 
 6f7d20bc55, tag archive/benchmarking,
 op_tests/moe_benchmarking_profiling/results/mi300_benchmark_best_kernels.csv); AITER's measured causal BF16 prefill attention on MI300X
 (ROCm/aiter e4048607a5, op_tests/cpp/mha/README.md, FWD TFLOPS table, MI300X column; FLOP count
-of op_tests/cpp/mha/benchmark_mha_fwd.cpp).
+of op_tests/cpp/mha/benchmark_mha_fwd.cpp), and its MI355X column beside it (gfx950, same table).
 """
 
 import importlib.util
@@ -143,20 +143,26 @@ def test_footing_names_the_amd_tables():
         "rccl-tests ae3e635 (allreduce)")
 
 
-# ---- prefill attention: AITER's CK MHA benchmark README (MI300X column) -----------------------
+# ---- prefill attention: AITER's CK MHA benchmark README (MI300X and MI355X columns) ----------
 
-def _prefill_rows():
-    return M.tables_for(inf.load_hardware("MI300X")).rows("attention_prefill").to_frame()
+def _prefill_rows(device="MI300X"):
+    return M.tables_for(inf.load_hardware(device)).rows("attention_prefill").to_frame()
 
 
-def test_mi300x_prefill_attention_rows_are_the_readme_tflops():
+@pytest.mark.parametrize("device,tflops_small,tflops_large", [
+    ("MI300X", 130.62, 552.78),
+    # the README's MI355X column of the same two rows (233.12 and, at batch 8, 64 / 4 heads,
+    # seqlen 8192 causal, 1318.92; its non-causal row is 1324)
+    ("MI355X", 233.12, 1318.92),
+])
+def test_prefill_attention_rows_are_the_readme_tflops(device, tflops_small, tflops_large):
     """Each row is benchmark_mha_fwd.cpp's FLOP count over the README's TFLOPS, by hand:
     batch 1, 32 / 8 heads, seqlen 1024, hdim 128, causal: 1 x 32 x (2 x 1024^2 x 128 x 2) / 2
-    = 8.59e9 FLOP at 130.62 TFLOPS = 65.76 us; batch 8, 64 / 4 heads, seqlen 8192 at 552.78
-    TFLOPS: 8 x 64 x 4 x 8192^2 x 128 / 2 / 552.78e12 = 15.91 ms (583.23 is its non-causal
-    row, not kept). Only causal rows are kept: 15 in each of 3 head groups (batch 1, 4, 8 x
-    seqlen 1024-10240) and 2 at 16384 tokens, 47."""
-    df = _prefill_rows()
+    = 8.59e9 FLOP at 130.62 TFLOPS = 65.76 us on MI300X (233.12: 36.85 us on MI355X); batch
+    8, 64 / 4 heads, seqlen 8192 at 552.78 TFLOPS: 8 x 64 x 4 x 8192^2 x 128 / 2 / 552.78e12
+    = 15.91 ms (583.23 is its non-causal row, not kept). Only causal rows are kept: 15 in each
+    of 3 head groups (batch 1, 4, 8 x seqlen 1024-10240) and 2 at 16384 tokens, 47."""
+    df = _prefill_rows(device)
     assert len(df) == 47 and set(df.head_dim) == {128} and set(df.kv_dtype) == {"bf16"}
 
     def at(b, s, hq, hk):
@@ -164,18 +170,19 @@ def test_mi300x_prefill_attention_rows_are_the_readme_tflops():
                & (df.num_kv_heads == hk)]
         assert len(r) == 1
         return float(r.latency_us.iloc[0])
-    assert at(1, 1024, 32, 8) == pytest.approx(1 * 32 * 4 * 1024**2 * 128 / 2 / 130.62e12 * 1e6,
-                                               rel=5e-4)
-    assert at(8, 8192, 64, 4) == pytest.approx(8 * 64 * 4 * 8192**2 * 128 / 2 / 552.78e12 * 1e6,
-                                               rel=5e-4)
+    assert at(1, 1024, 32, 8) == pytest.approx(
+        1 * 32 * 4 * 1024**2 * 128 / 2 / tflops_small / 1e12 * 1e6, rel=5e-4)
+    assert at(8, 8192, 64, 4) == pytest.approx(
+        8 * 64 * 4 * 8192**2 * 128 / 2 / tflops_large / 1e12 * 1e6, rel=5e-4)
 
 
-def test_mi300x_prefill_attention_leave_one_out():
+@pytest.mark.parametrize("device", ["MI300X", "MI355X"])
+def test_prefill_attention_leave_one_out(device):
     """Component check: each left-out measured point predicted from its neighbours along batch
     and seqlen: median |ln(pred/measured)| <= 0.15 (the bar of every measured family; it is
-    0.036 over 44 points, the worst 0.36 at the smallest shapes, where the kernel is
-    latency-bound and its efficiency moves fastest)."""
-    errs = _leave_one_out(_prefill_rows(), M.FAMILIES["attention_prefill"])
+    0.036 over 44 points on MI300X, the worst 0.36, and 0.047 on MI355X, the worst 0.47, at
+    the smallest shapes, where the kernel is latency-bound and its efficiency moves fastest)."""
+    errs = _leave_one_out(_prefill_rows(device), M.FAMILIES["attention_prefill"])
     assert errs.size >= 40
     assert float(np.median(errs)) <= 0.15, float(np.median(errs))
 
@@ -185,15 +192,28 @@ def test_prefill_attention_at_a_measured_shape_is_aiters_time():
     prefill attention for one 1024-token prompt costs AMD's 65.76 us per layer, source
     'measured'; MI325X reads the same (compute-bound) table. Llama-3.1-70B at TP8 (8 / 1 heads,
     not measured) takes the nearest head group: 'extrapolated', never the roofline."""
-    for device in ("MI300X", "MI325X"):
+    for device, us in (("MI300X", 65.76), ("MI325X", 65.76), ("MI355X", 36.85)):
         ds = inf.evaluate("Llama-3.1-8B", device, tp=1, batch_size=1, kv_len=2048,
                           prompt_len=1024, detail="ops")
         t = float(ds.prefill_op_time_s.sel(op="attention")) / 32
-        assert t == pytest.approx(65.76e-6, rel=1e-3)
+        assert t == pytest.approx(us * 1e-6, rel=1e-3)
         assert set(np.unique(ds.prefill_op_source.sel(op="attention").values)) == {"measured"}
     ds = inf.evaluate("Llama-3.1-70B", "MI300X", tp=8, batch_size=1, kv_len=2048,
                       prompt_len=1024, detail="ops")
     assert set(np.unique(ds.prefill_op_source.sel(op="attention").values)) == {"extrapolated"}
+
+
+@pytest.mark.parametrize("device", ["MI300X", "MI355X"])
+def test_mla_prefill_does_not_read_the_mha_rows(device):
+    """The README's rows are MHA/GQA with QK and V head dim 128 (asm fmha_fwd_v3). DeepSeek's
+    MLA prefill (QK 192, V 128) is its own family, mla_prefill, which no AMD folder has: on
+    ROCm it runs other kernels (SGLang 0.5.12 on gfx950: FP8 mla_prefill_ps_asm_fwd; ATOM on
+    gfx950: the OPUS hd192/v128 kernel; docs/MODEL.md), so it stays on the roofline."""
+    tabs = M.tables_for(inf.load_hardware(device))
+    assert tabs.has("attention_prefill") and not tabs.has("mla_prefill")
+    ds = inf.evaluate("DeepSeek-V3", device, tp=8, batch_size=1, kv_len=2048, prompt_len=8192,
+                      detail="ops")
+    assert set(np.unique(ds.prefill_op_source.sel(op="attention").values)) == {"roofline"}
 
 
 # ---- DeepSeek-V3 routed experts at TP8: AMD's MoE benchmarking run ('mi300') ----------------
