@@ -51,6 +51,7 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
     when every policy is refused."""
     names = (*_DECODE_VARS, *_PREFILL_VARS)
     got: list[dict | None] = []
+    pool: dict[str, np.ndarray] = {}     # memory does not depend on the overlap: once
     for ov in ovs:
         try:
             r = evaluate_arrays(m, hw, **shape, **precs, overlap=ov, **axes, **kwargs,
@@ -66,7 +67,8 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
         r["sequence_bytes_per_gpu"] = (np.asarray(r.pop("kv_bytes_per_gpu"), float)
                                        + np.asarray(r.pop("activation_bytes_per_gpu"), float)
                                        ) / axes["batch_size"]
-        r.update(_pool_vars(m, hw, dict(shape, **precs, overlap=ov, **kwargs), axes))
+        pool = pool or _pool_vars(m, hw, dict(shape, **precs, overlap=ov, **kwargs), axes)
+        r.update(pool)
         r["usd_per_mtok_output"] = usd_per_mtok_at(
             r["decode_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["decode"],
             utilization=cost.utilization)
