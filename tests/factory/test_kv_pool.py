@@ -188,13 +188,21 @@ def test_pages_of_8_make_vllm_preempt_more_than_single_tokens():
 def test_sglang_sizes_the_targets_pool_without_the_draft():
     # half of a 100-byte GPU for weights and KV; 20 bytes of weights of which the draft's 5,
     # 2 bytes a token of which the draft's 0.5: with the draft in the pool (50 - 20) / 2 = 15
-    # tokens, without it (SGLang: the target's pool first) (50 - 15) / 1.5
-    from inference_factory.analysis.closed_loop import StepTable
+    # tokens, without it (SGLang: the target's pool first) (50 - 15) / 1.5 = 23.3 -> 23
+    # whole one-token pages; in pages of 4 tokens, 20
+    import dataclasses
 
-    one = np.ones(1)
-    t = StepTable(batch=one, decode_step_s=one, tokens_per_step=1.0, decode_binding=one,
-                  prompts=one, pass_s=one, prefill_binding=one, max_batch=1.0,
-                  weight_bytes=20.0, hbm_bytes=100.0, bytes_per_token=2.0,
-                  draft_weight_bytes=5.0, draft_bytes_per_token=0.5)
-    assert t.engine_pool_tokens(0.5) == 15.0
-    assert t.engine_pool_tokens(0.5, draft_in_pool=False) == pytest.approx(35.0 / 1.5)
+    from inference_factory.analysis.full_memory import engine_pool
+    from inference_factory.specs.engines import load_serving_engine
+
+    eng = load_serving_engine("sglang-0.5.6")
+    assert eng.kv_pool.draft_in_pool is False and eng.kv_pool.page_tokens == 1
+    eng = dataclasses.replace(eng, kv_memory_fraction=0.5)
+    kw = dict(context_tokens=1.0, hbm_bytes=100.0, weight_bytes=20.0, bytes_per_token=2.0,
+              draft_weight_bytes=5.0, draft_bytes_per_token=0.5)
+    inside = dataclasses.replace(eng, kv_pool=dataclasses.replace(eng.kv_pool,
+                                                                   draft_in_pool=True))
+    assert engine_pool(inside, **kw) == 15.0
+    assert engine_pool(eng, **kw) == 23.0
+    paged = dataclasses.replace(eng, kv_pool=dataclasses.replace(eng.kv_pool, page_tokens=4))
+    assert engine_pool(paged, **kw) == 20.0

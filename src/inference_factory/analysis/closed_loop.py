@@ -73,24 +73,10 @@ class StepTable:
     seq_overhead_tokens: float = 0.0  # a sequence's own bytes (activations, state) in tokens
     weight_bytes: float = 0.0        # per GPU, and the GPU's memory and the bytes a token
     hbm_bytes: float = 0.0           # takes per GPU (an engine's own pool share:
-    bytes_per_token: float = 0.0     # :meth:`engine_pool_tokens`)
+    bytes_per_token: float = 0.0     # :func:`.full_memory.engine_pool`)
     draft_weight_bytes: float = 0.0  # the draft's share of weight_bytes and bytes_per_token
     draft_bytes_per_token: float = 0.0
-
-    def engine_pool_tokens(self, memory_fraction: float | None,
-                           draft_in_pool: bool = True) -> float:
-        """The pool an engine that gives ``memory_fraction`` of the GPU's memory to weights
-        and KV together keeps (SGLang's --mem-fraction-static: that share less the weights,
-        over the bytes a token takes; where the draft is not in it, the target's weights
-        and bytes alone); None: the engine's memory model's (``pool_tokens``)."""
-        from .full_memory import engine_pool_tokens     # the one rule, shared with plan
-        weights, per_token = self.weight_bytes, self.bytes_per_token
-        if not draft_in_pool:
-            weights -= self.draft_weight_bytes
-            per_token -= self.draft_bytes_per_token
-        return engine_pool_tokens(memory_fraction, hbm_bytes=self.hbm_bytes,
-                                  weight_bytes=weights, bytes_per_token=per_token,
-                                  model_pool_tokens=self.pool_tokens)
+    context_tokens: float = 0.0      # the engine's context length (the model's)
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)
@@ -157,30 +143,16 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
                      max_batch=max_batch, pool_tokens=pool_tok, seq_overhead_tokens=overhead,
                      weight_bytes=weights, hbm_bytes=float(hw.hbm_capacity_bytes),
                      bytes_per_token=per_token, draft_weight_bytes=draft_w,
-                     draft_bytes_per_token=draft_b)
+                     draft_bytes_per_token=draft_b,
+                     context_tokens=float(m.max_position_embeddings))
 
 
 def _pool_tokens(m, hw, common, final_len: float) -> tuple[float, float, float]:
     """A DP rank's KV pool in tokens, a sequence's fixed bytes in tokens and the bytes a
-    token takes per GPU, from the
-    engine's HBM use at batches 1 and 2 and two sequence lengths (the second batch's
-    sequence costs ``a + b L``: the pool is what weights and reserve leave, over b). The
-    lengths are the final length and half of it (a windowed layer's ring is taken at that
-    span: the line is exact between the two where both pass the window)."""
-    from ..engine import evaluate_arrays
+    token takes per GPU (:func:`.full_memory.sequence_memory`, shared with ``plan``)."""
+    from .full_memory import sequence_memory
 
-    lengths = np.array([0.5 * final_len, final_len])
-    r = evaluate_arrays(m, hw, batch_size=np.array([1.0, 2.0])[:, None],
-                        variables=["hbm_used_bytes_per_gpu"],
-                        **{**common, "kv_len": lengths[None, :], "final_len": lengths[None, :]})
-    used = np.broadcast_to(np.asarray(r["hbm_used_bytes_per_gpu"], dtype=float), (2, 2))
-    per_seq = used[1] - used[0]                       # a + b L at the two lengths
-    per_token = (per_seq[1] - per_seq[0]) / (lengths[1] - lengths[0])
-    if not per_token > 0:
-        return np.inf, 0.0, 0.0
-    fixed = used[0, 1] - per_seq[1]                   # weights + reserve
-    return (float((hw.hbm_capacity_bytes - fixed) / per_token),
-            float(max(per_seq[0] - per_token * lengths[0], 0.0) / per_token), float(per_token))
+    return sequence_memory(m, hw, common, final_len)[:3]
 
 
 # ---- the fixed point ------------------------------------------------------------------------

@@ -77,6 +77,101 @@ def sequences_held(pool_tokens, sequence_tokens):
     return float(n) if np.ndim(n) == 0 else n
 
 
+def sequence_line(bytes_at_half, bytes_at_final, final_tokens):
+    r"""A sequence's bytes per GPU as a line :math:`a + b L` through its bytes at half its
+    final length and at the final length: (b, the bytes a token takes; a / b, its fixed
+    bytes in tokens, at least 0). A windowed layer's ring is exact between the two where
+    both pass the window. b 0 where the bytes do not grow (then a / b is 0). Arrays
+    broadcast."""
+    half = 0.5 * float(final_tokens)
+    lo, hi = np.asarray(bytes_at_half, float), np.asarray(bytes_at_final, float)
+    b = (hi - lo) / half
+    grows = b > 0
+    b = np.where(grows, b, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(grows, np.maximum(lo - b * half, 0.0) / b, 0.0)
+    return (float(b), float(a)) if np.ndim(b) == 0 else (b, a)
+
+
+def sequence_memory(m, hw, common, final_len: float):
+    """(the memory model's pool in tokens, a sequence's fixed bytes in tokens, the bytes a
+    token takes per GPU, the weight bytes per GPU) of one deployment (engine keywords
+    ``common``), from the engine's HBM use at batches 1 and 2 and two sequence lengths (the
+    second batch's sequence costs ``a + b L``, :func:`sequence_line`; the pool is what
+    weights and reserve leave, over b). The lengths are the final length and half of it.
+    ``common``'s ``draft_depth`` may be a list: each is an array over it (``plan``), else
+    floats (``bench``'s step table). No growth: an infinite pool, 0, 0."""
+    from ..engine import evaluate_arrays
+
+    lengths = np.array([0.5 * final_len, final_len])
+    depth = np.asarray(common.get("draft_depth", 0.0), dtype=float)
+    d = depth.reshape(-1, 1)
+    r = evaluate_arrays(m, hw, batch_size=np.array([1.0, 2.0])[:, None, None],
+                        variables=["hbm_used_bytes_per_gpu", "weight_bytes_per_gpu"],
+                        **{**common, "draft_depth": d, "kv_len": lengths[None, None, :],
+                           "final_len": lengths[None, None, :]})
+    shape = (2, d.shape[0], 2)
+    used = np.broadcast_to(np.asarray(r["hbm_used_bytes_per_gpu"], dtype=float), shape)
+    weights = np.broadcast_to(np.asarray(r["weight_bytes_per_gpu"], dtype=float), shape)
+    per_seq = used[1] - used[0]                       # a + b L at the two lengths
+    per_token, overhead = sequence_line(per_seq[:, 0], per_seq[:, 1], final_len)
+    fixed = used[0, :, 1] - per_seq[:, 1]             # weights + reserve
+    grows = per_token > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pool = np.where(grows, (hw.hbm_capacity_bytes - fixed) / per_token, np.inf)
+    out = (pool, np.where(grows, overhead, 0.0), np.where(grows, per_token, 0.0),
+           weights[0, :, 1])
+    return tuple(float(x[0]) for x in out) if depth.ndim == 0 else out
+
+
+def pool_memory_fraction(memory_fraction, pool, context_tokens):
+    """The engine's pool share of the GPU where the engine's context is ``context_tokens``:
+    ``kv_memory_fraction`` times ``kv_pool.memory_fraction_factor`` where the context is
+    above ``kv_pool.memory_fraction_factor_above_context`` (SGLang's aiter attention
+    backend, 0.85 above 8192: SGL056 server_args.py lines 1420-1422, SGL0512 lines
+    2805-2807, _handle_attention_backend_compatibility, applied after the user's
+    --mem-fraction-static); None stays None."""
+    if memory_fraction is None:
+        return None
+    above = float(context_tokens) > pool.memory_fraction_factor_above_context
+    return memory_fraction * (pool.memory_fraction_factor if above else 1.0)
+
+
+def engine_pool(engine: ServingEngine, *, context_tokens, hbm_bytes, weight_bytes,
+                bytes_per_token, draft_weight_bytes=0.0, draft_bytes_per_token=0.0,
+                model_pool_tokens=np.inf):
+    """A DP rank's KV pool in tokens under ``engine``'s profile, in whole KV pages
+    (``kv_pool.page_tokens``; SGLang, vLLM): :func:`engine_pool_tokens` at the share
+    :func:`pool_memory_fraction` gives, less the draft's weights and bytes a token where
+    the draft is not in the pool (``kv_pool.draft_in_pool`` false: SGLang sizes the
+    target's pool alone). ``bench``'s full-memory loop and ``plan``'s feasibility both
+    size the pool here. Arrays broadcast."""
+    pool = engine.kv_pool
+    weights = np.asarray(weight_bytes, float)
+    per_token = np.asarray(bytes_per_token, float)
+    if not pool.draft_in_pool:
+        weights = weights - np.asarray(draft_weight_bytes, float)
+        per_token = per_token - np.asarray(draft_bytes_per_token, float)
+    k = engine_pool_tokens(pool_memory_fraction(engine.kv_memory_fraction, pool,
+                                                context_tokens),
+                           hbm_bytes=hbm_bytes, weight_bytes=weights,
+                           bytes_per_token=per_token, model_pool_tokens=model_pool_tokens)
+    page = float(pool.page_tokens)
+    k = np.asarray(k, dtype=float)
+    with np.errstate(invalid="ignore"):
+        k = np.where(np.isfinite(k), np.floor(k / page) * page, k)
+    return float(k) if np.ndim(k) == 0 else k
+
+
+def engine_sequences_held(engine: ServingEngine, pool_tokens, *, final_tokens,
+                          overhead_tokens):
+    """Requests ``engine``'s pool of ``pool_tokens`` holds at once at ``final_tokens``
+    each: whole pages of the final length plus the sequence's fixed bytes in tokens
+    (:func:`sequences_held`)."""
+    held = kp.paged_tokens(float(final_tokens), float(engine.kv_pool.page_tokens))
+    return sequences_held(pool_tokens, held + np.asarray(overhead_tokens, float))
+
+
 def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_depth: float,
                       dp_attention: bool, isl: int = 0, osl: int = 0, range_ratio: float = 1.0,
                       prompt_tokens=None, output_tokens=None,
@@ -85,22 +180,28 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
                       seed: int = 0) -> dict[str, np.ndarray]:
     """Per concurrency (requests per rank, an array): ``full`` (whether the pool binds) and
     the steady state the simulation gives where it does (module docstring; NaN batch, zeros
-    elsewhere). The requests are drawn as InferenceX's random dataset (``isl``, ``osl``,
-    ``range_ratio``) or, where ``prompt_tokens`` and ``output_tokens`` are given (a trace's
-    turns), from those pairs."""
+    elsewhere), and ``held``, the requests the pool holds at the final length
+    (:func:`engine_sequences_held`, what ``plan`` bounds a decode batch by). The requests
+    are drawn as InferenceX's random dataset (``isl``, ``osl``, ``range_ratio``) or, where
+    ``prompt_tokens`` and ``output_tokens`` are given (a trace's turns), from those
+    pairs."""
     n = np.atleast_1d(np.asarray(requests_per_rank, dtype=float))
     pool = engine.kv_pool
     page = float(pool.page_tokens)
-    tokens = table.engine_pool_tokens(engine.kv_memory_fraction, pool.draft_in_pool)
-    if np.isfinite(tokens):
-        tokens = np.floor(tokens / page) * page          # whole pages (SGLang, vLLM)
+    tokens = engine_pool(engine, context_tokens=table.context_tokens,
+                         hbm_bytes=table.hbm_bytes, weight_bytes=table.weight_bytes,
+                         bytes_per_token=table.bytes_per_token,
+                         draft_weight_bytes=table.draft_weight_bytes,
+                         draft_bytes_per_token=table.draft_bytes_per_token,
+                         model_pool_tokens=table.pool_tokens)
     final = float(isl + osl) if prompt_tokens is None else float(
         np.max(np.asarray(prompt_tokens) + np.asarray(output_tokens)))
-    held = kp.paged_tokens(final, page) + table.seq_overhead_tokens
-    holds = sequences_held(tokens, held)
+    holds = engine_sequences_held(engine, tokens, final_tokens=final,
+                                  overhead_tokens=table.seq_overhead_tokens)
     full = (pool.admission != "guaranteed") & (np.minimum(n, request_cap) > holds)
     out = dict(full=full, batch=np.full(n.shape, np.nan), recompute_frac=np.zeros(n.shape),
-               retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape))
+               retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape),
+               held=np.full(n.shape, float(holds)))
     if not full.any():
         return out
     r0, r_min, decay = pool.ratio(dp_attention)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from ..errors import SpecError, did_you_mean
 from .catalog import _cached
 from .files import read_toml, data_dir
@@ -45,8 +47,9 @@ _KV_POOL_DEFAULTS = dict(admission="guaranteed", retract="newest", retract_specu
                          new_token_ratio_decay_steps=1, retract_decode_steps=0,
                          clip_max_new_tokens=1 << 30, schedule_conservativeness=1.0,
                          conservativeness_dp_attention_factor=1.0, reserve_tokens_per_request=0.0,
-                         no_admission_after_retract=False, page_tokens=1,
-                         decode_check="boundary", draft_in_pool=True)
+                         no_admission_after_retract=False, page_tokens=1, decode_check="boundary",
+                         draft_in_pool=True, memory_fraction_factor=1.0,
+                         memory_fraction_factor_above_context=0)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class KvPool:
     page_tokens: int
     decode_check: str
     draft_in_pool: bool
+    memory_fraction_factor: float        # the pool share's factor above a context of
+    memory_fraction_factor_above_context: int   # tokens (analysis/full_memory.py)
 
     def ratio(self, dp_attention: bool) -> tuple[float, float, float]:
         """(initial, minimum, decay per decode step) of the new-token ratio: the initial
@@ -234,9 +239,8 @@ class ServingEngine:
         return colocated and self.policy == "mixed"
 
     def mixed_pass_tokens(self, dp: int) -> float | None:
-        """The token budget of one mixed step per attention-DP rank (decode tokens first,
-        prompt chunks fill the rest: :meth:`pass_tokens_per_rank`) where the engine mixes
-        prefill into decode steps; None where it runs prefill passes on their own."""
+        """One mixed step's token budget per attention-DP rank (decode tokens first, prompt
+        chunks fill the rest: :meth:`pass_tokens_per_rank`); None: prefill passes alone."""
         return self.pass_tokens_per_rank(dp) if self.prefill_mixes_with_decode(True) else None
 
     def pass_tokens(self, dp_attention: bool) -> int:
@@ -270,16 +274,12 @@ class ServingEngine:
         """Whether a decode step of ``batch_per_rank`` requests per DP rank runs outside the
         engine's CUDA graphs on its device (above ``supports.cuda_graph_max_batch``; False
         where the profile states none): its launch time is not modelled (docs/ENGINES.md)."""
-        import numpy as np
-
         limit = self.supports.cuda_graph_max_batch if self.supports is not None else 0
         b = np.asarray(batch_per_rank, dtype=float)
         return (b > limit) if limit else np.zeros(b.shape, dtype=bool)
 
     def recv_interval(self, concurrency, dp_attention: bool):
         """Decode steps between two polls for new requests at each concurrency (an array)."""
-        import numpy as np
-
         c = np.asarray(concurrency, dtype=float)
         if dp_attention:
             return np.full(c.shape, float(self.recv_interval_steps_dp_attention))

@@ -95,6 +95,14 @@ class KvPoolEntry(_Schema):
         None, description="whether the draft's weights and KV come out of the engine's "
         "kv_memory_fraction (false: SGLang sizes the target's pool first and loads the draft "
         "from the rest)")
+    memory_fraction_factor: Optional[float] = Field(
+        None, gt=0.0, le=1.0, allow_inf_nan=False, description="factor on kv_memory_fraction "
+        "where the engine's context length (the model's, no --context-length) is above "
+        "memory_fraction_factor_above_context (SGLang's aiter attention backend: 0.85 above "
+        "8192); 1: none")
+    memory_fraction_factor_above_context: Optional[int] = Field(
+        None, ge=0, le=int(MAX_TOKENS), description="context length, tokens, above which "
+        "memory_fraction_factor applies")
 
 
 class _Scheduling(_Schema):

@@ -16,9 +16,15 @@ from ...engine import evaluate_arrays, invalid_fill
 from ...errors import SpecError
 
 
+#: per draft depth, as ``bench``'s step table sizes an engine's pool
+#: (:func:`..full_memory.sequence_memory`): the bytes a token takes per GPU, a sequence's
+#: fixed bytes in tokens, and the draft's share of the weights and of the bytes a token
+_POOL_VARS = ("kv_pool_bytes_per_token_per_gpu", "sequence_overhead_tokens",
+              "draft_weight_bytes_per_gpu", "draft_bytes_per_token_per_gpu")
 _DECODE_VARS = ("decode_tokens_per_s_per_gpu", "decode_tokens_per_s_per_user", "tpot_s", "fits",
                 "max_batch_size", "decode_binding_resource", "usd_per_mtok_output",
-                "tokens_per_step", "weight_bytes_per_gpu", "sequence_bytes_per_gpu")
+                "tokens_per_step", "weight_bytes_per_gpu", "sequence_bytes_per_gpu",
+                *_POOL_VARS)
 #: evaluated for ``sequence_bytes_per_gpu`` (a sequence's KV and activations per GPU at its
 #: final length: what an engine's KV pool holds, :func:`.engines.engine_candidates`)
 _SEQUENCE_VARS = ("kv_bytes_per_gpu", "activation_bytes_per_gpu")
@@ -45,11 +51,13 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
     when every policy is refused."""
     names = (*_DECODE_VARS, *_PREFILL_VARS)
     got: list[dict | None] = []
+    pool: dict[str, np.ndarray] = {}     # memory does not depend on the overlap: once
     for ov in ovs:
         try:
             r = evaluate_arrays(m, hw, **shape, **precs, overlap=ov, **axes, **kwargs,
                                 variables=[v for v in names if not v.startswith("usd_")
-                                           and v != "sequence_bytes_per_gpu"]
+                                           and v != "sequence_bytes_per_gpu"
+                                           and v not in _POOL_VARS]
                                 + list(_SEQUENCE_VARS))
         except SpecError:
             if len(ovs) == 1:
@@ -59,6 +67,8 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
         r["sequence_bytes_per_gpu"] = (np.asarray(r.pop("kv_bytes_per_gpu"), float)
                                        + np.asarray(r.pop("activation_bytes_per_gpu"), float)
                                        ) / axes["batch_size"]
+        pool = pool or _pool_vars(m, hw, dict(shape, **precs, overlap=ov, **kwargs), axes)
+        r.update(pool)
         r["usd_per_mtok_output"] = usd_per_mtok_at(
             r["decode_tokens_per_s_per_gpu"], gpu_cost_usd_per_hour=rates["decode"],
             utilization=cost.utilization)
@@ -74,6 +84,23 @@ def _shape_grid(m, hw, shape, precs, ovs, axes, kwargs, rates, cost) -> "_ShapeG
     return _ShapeGrid(list(ovs), np.ravel(axes["batch_size"]), np.ravel(axes["draft_depth"]),
                       np.ravel(axes["prefill_batch_size"]),
                       [r if r is not None else masked for r in got])
+
+
+def _pool_vars(m, hw, common, axes) -> dict[str, np.ndarray]:
+    """:data:`_POOL_VARS` over the grid's draft axis (the draft's share against depth 0, the
+    target alone, as ``bench``'s step table takes it)."""
+    from ..full_memory import sequence_memory
+
+    depths = np.ravel(axes["draft_depth"])
+    lengths = {k: axes[k] for k in ("prompt_len", "kv_len") if k in axes}
+    _, overhead, per_token, weights = sequence_memory(
+        m, hw, {**common, **lengths, "draft_depth": np.concatenate([[0.0], depths])},
+        float(axes["final_len"]))
+    col = lambda a: np.asarray(a, float)[None, :, None]  # noqa: E731
+    return {"kv_pool_bytes_per_token_per_gpu": col(per_token[1:]),
+            "sequence_overhead_tokens": col(overhead[1:]),
+            "draft_weight_bytes_per_gpu": col(weights[1:] - weights[0]),
+            "draft_bytes_per_token_per_gpu": col(per_token[1:] - per_token[0])}
 
 
 def _decode_frame(sg: _ShapeGrid) -> dict[str, np.ndarray]:

@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..full_memory import engine_pool_tokens, sequences_held
+from ..full_memory import engine_pool, engine_sequences_held, pool_memory_fraction
 from .candidates import _candidates
 
 
@@ -73,31 +73,40 @@ def engine_candidates(eng, m, hw, prof, per_shape, isl, osl, ttft_s, tpot_s, gpu
         f["engine"] = eng.name
         f["engine_version"] = eng.version
         f["engine_label"] = eng.label()
-        _engine_pool(f, eng, hw, isl + osl)
+        _engine_pool(f, eng, m, hw, isl + osl)
         f["runs_eager"] = eng.runs_eager(f["batch_size"].to_numpy(float))
         out.append(f)
     return out
 
 
-def _engine_pool(f: pd.DataFrame, eng, hw, final_tokens: int) -> None:
+def _engine_pool(f: pd.DataFrame, eng, m, hw, final_tokens: int) -> None:
     """The decode batch per DP rank an engine's KV pool holds at the final length
-    (``kv_pool_max_batch``: its pool share of the GPU less the weights, over a sequence's
-    KV and activations, by the rule ``bench``'s full-memory loop applies,
-    :func:`..full_memory.engine_pool_tokens`); a row whose batch exceeds it does not fit
-    (the memory model's fit, HBM less its runtime reserve, still applies too: every
-    bundled share is below it). An engine that states no share keeps the memory model's."""
-    seq = f["sequence_bytes_per_gpu"].to_numpy(float)
-    tokens = engine_pool_tokens(eng.kv_memory_fraction, hbm_bytes=float(hw.hbm_capacity_bytes),
-                                weight_bytes=f["weight_bytes_per_gpu"].to_numpy(float),
-                                bytes_per_token=seq / final_tokens, model_pool_tokens=np.inf)
-    held = np.broadcast_to(sequences_held(tokens, float(final_tokens)), seq.shape)
+    (``kv_pool_max_batch``), by the rule ``bench``'s full-memory loop applies
+    (:func:`..full_memory.engine_pool`: its pool share of the GPU at the model's context,
+    less the weights, without the draft's where the draft is not in the pool, in whole
+    pages; :func:`..full_memory.engine_sequences_held`: whole pages of the final length
+    plus a sequence's fixed bytes); a row whose batch exceeds it does not fit (the memory
+    model's fit, HBM less its runtime reserve, still applies too). An engine that states
+    no share keeps the memory model's."""
+    tokens = engine_pool(
+        eng, context_tokens=float(m.max_position_embeddings),
+        hbm_bytes=float(hw.hbm_capacity_bytes),
+        weight_bytes=f["weight_bytes_per_gpu"].to_numpy(float),
+        bytes_per_token=f["kv_pool_bytes_per_token_per_gpu"].to_numpy(float),
+        draft_weight_bytes=f["draft_weight_bytes_per_gpu"].to_numpy(float),
+        draft_bytes_per_token=f["draft_bytes_per_token_per_gpu"].to_numpy(float))
+    held = np.broadcast_to(engine_sequences_held(
+        eng, tokens, final_tokens=float(final_tokens),
+        overhead_tokens=f["sequence_overhead_tokens"].to_numpy(float)), (len(f),))
     f["kv_pool_max_batch"] = np.minimum(held, f["max_batch_size"].to_numpy(float))
     over = f["fits"].to_numpy(bool) & (f["batch_size"].to_numpy(float) > held)
     if over.any():
+        share = pool_memory_fraction(eng.kv_memory_fraction, eng.kv_pool,
+                                     m.max_position_embeddings)
         f.loc[over, "fits"] = False
         f.loc[over, "meets_slo"] = False
         f.loc[over, "reason"] = (f"does not fit in {eng.name}'s KV pool ("
-                                 f"{eng.kv_memory_fraction:g} of HBM less the weights)")
+                                 f"{share:g} of HBM less the weights)")
 
 
 def add_launch(recs: pd.DataFrame, m, engines: dict) -> pd.DataFrame:
