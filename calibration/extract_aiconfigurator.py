@@ -71,6 +71,17 @@ GEMM_M = sorted({2**i for i in range(16)} | {3 * 2**j for j in range(14)})  # 1.
 # Mixed TP x EP partitions (moe_tp > 1 and moe_ep > 1) are dropped in every
 # profile; pure EP (moe_tp == 1) and pure TP (moe_ep == 1) are kept.
 MOE_DROP_MIXED_TP_EP = True
+# TRT-LLM's min-latency MoE kernel (kernel_source moe_torch_flow_min_latency, NVFP4 gated
+# experts) is what the engine runs only at small token counts: aiconfigurator probes those
+# rows only where the MoE group's tokens (per-rank tokens x attention DP) are <= 128 and
+# reads the default (CUTLASS) rows above that (aic-core/rust/aiconfigurator-core/src/
+# operators/moe.rs lines 362-373 and 441-460 at git 095f58a51c4c, "Mirrors Python's
+# MoE._query_moe_table TRT-LLM gate: for nvfp4 gated MoE at num_tokens <= 128, probe the
+# moe_torch_flow_min_latency grid first"). The collector times the kernel at every token
+# count, so keeping its rows above 128 tokens let the fastest-row rule pick a kernel no
+# engine runs there (B200, DeepSeek shape, EP 8, 1024 tokens: 232.8 us against CUTLASS 289).
+MOE_MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
+MOE_MIN_LATENCY_MAX_TOKENS = 128
 
 # Size profiles ----------------------------------------------------------------
 # "full":    only the base rules above (~90 MiB for the 7 devices).
@@ -432,6 +443,9 @@ def fam_moe(wh, system):
     # cost of skew is kept in moe_wideep.csv), and costs SwiGLU experts: non-gated kernels out
     df = df[(df["distribution"] == "uniform")
             & ~df["kernel_source"].astype(str).str.contains("nongated")]
+    # TRT-LLM's min-latency kernel only where the engine runs it (MOE_MIN_LATENCY_MAX_TOKENS)
+    df = df[~((df["kernel_source"].astype(str) == MOE_MIN_LATENCY_SOURCE)
+              & (df["num_tokens"] > MOE_MIN_LATENCY_MAX_TOKENS))]
     key = ["dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep",
            "distribution"]
     df = select(df, key)
@@ -439,7 +453,9 @@ def fam_moe(wh, system):
     rule = ("fused MoE (routing + grouped GEMMs, no communication) on one rank; num_tokens = total tokens entering "
             "the MoE group (per-GPU tokens x EP); distribution: balanced/uniform -> uniform only (power_law rows "
             "dropped: the engine reads uniform rows; moe_wideep.csv keeps the skewed ones); non-gated "
-            "(kernel_source *nongated*) rows dropped; backends sglang + trtllm; ")
+            "(kernel_source *nongated*) rows dropped; TRT-LLM min-latency kernel (moe_torch_flow_min_latency) rows "
+            f"kept only at num_tokens <= {MOE_MIN_LATENCY_MAX_TOKENS} (aiconfigurator moe.rs: the engine runs it "
+            "only there); backends sglang + trtllm; ")
     if MOE_DROP_MIXED_TP_EP:
         mixed = (df["moe_tp"] > 1) & (df["moe_ep"] > 1)
         df = df[~mixed]

@@ -171,7 +171,13 @@ def test_an_aggregated_candidate_is_benchs_closed_loop_at_its_concurrency(small)
     from inference_factory.analysis.bench import bench
 
     c = small.candidates
-    rows = c[(c["mode"] == "aggregated") & c.tpot_s.notna() & c.fits].sort_values("batch_size")
+    # bench's closed loop takes the waiting prompts per prefill pass (analysis/closed_loop.py:
+    # a grid over prompts per pass), not one at a time: a candidate priced at one prompt per
+    # pass (prefill_batch_size ~1) pays more prefill stalls than bench's run of the same
+    # deployment (tp8 ep8 MTP-1 at 64: TPOT 20.8 ms planned, 19.5 run, at this checkout and
+    # before issue 31's MoE changes alike), so those rows are no test of plan = bench
+    rows = c[(c["mode"] == "aggregated") & c.tpot_s.notna() & c.fits
+             & (c.prefill_batch_size >= 2)].sort_values("batch_size")
     for _, row in rows.iloc[[0, len(rows) // 2]].iterrows():
         conc = int(round(row.concurrency))
         r = bench(DS, "B200", tp=int(row.tp), dp=int(row.dp), ep=int(row.ep),

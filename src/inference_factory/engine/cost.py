@@ -85,22 +85,39 @@ def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
     return Cost(op, t, resource, src, binds_compute=compute)
 
 
-def _measured(g: Geom, op: Op, memo=None):
-    tabs = tables_for(g.hw)
-    if tabs is None:
-        return None, G.ROOFLINE
+def _curve(tabs, op: Op):
+    """The measured curve of an op: its family's, else its fallback's; None where neither
+    has rows for it."""
     for family, keys, nearest in ((op.family, op.keys, op.nearest),) + (
             (op.fallback,) if op.fallback else ()):
         if tabs.has(family):
             curve = tabs.curve(family, keys, nearest, op.fixed)
             if curve is not None:
-                t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo,
-                                      pure_key=op.pure_key)
-                # no kernel runs faster than the fastest one measured on the device
-                if op.source_cap < G.MEASURED:
-                    src = _capped(src, op.source_cap)
-                return np.maximum(t, tabs.kernel_floor_s()), src
-    return None, G.ROOFLINE
+                return curve
+    return None
+
+
+def _measured(g: Geom, op: Op, memo=None):
+    tabs = tables_for(g.hw)
+    curve = None if tabs is None else _curve(tabs, op)
+    if curve is None:
+        return None, G.ROOFLINE
+    t, src = curve.time_s(op.pure_fn, *op.coords, mode=op.roof_mode, memo=memo,
+                          pure_key=op.pure_key)
+    # no kernel runs faster than the fastest one measured on the device
+    if op.source_cap < G.MEASURED:
+        src = _capped(src, op.source_cap)
+    t = np.maximum(t, tabs.kernel_floor_s())
+    if op.rate == "moe":
+        # the busiest EP rank: the balanced kernel plus its pairs beyond the mean at the
+        # kernel's compute-bound rate, read at the curve's largest measured token count
+        ref = float(np.exp(np.max(curve.grid.axes[0])))
+        t_ref, _ = curve.time_s(op.pure_fn, ref, mode=op.roof_mode, memo=memo,
+                                pure_key=op.pure_key)
+        t = t + kmoe.busiest_rank_excess_s(
+            mean_pairs=op.params["mean_routed"], load_factor=op.params["load_factor"],
+            compute_s_per_pair=t_ref / (ref * op.params["pairs_per_token"]))
+    return t, src
 
 
 def _capped(src, cap: int):
@@ -122,16 +139,25 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
         tb = t_byte / rl.decode_attn_hbm_frac_on(hw if decode else None)
     else:
         m_tokens, flop = op.m_tokens, op.flop
-        if op.rate == "moe" and rl.routing and g.ep > 1:
-            # finite batches are never balanced: the measured tables carry this themselves
-            fluct = kmoe.routing_fluctuation_factor(
-                mean_tokens_per_rank=op.params["mean_routed"], n_ranks=g.ep)
-            flop, m_tokens = flop * fluct, m_tokens * fluct
+        if op.rate == "moe":
+            # op.flop is the busiest rank's (at the placement's load): cost a balanced rank
+            # and add the busiest one's excess below; finite batches are never balanced
+            # (routing noise; the measured tables carry this themselves)
+            load = op.params["load_factor"]
+            flop = flop / load
+            if rl.routing and g.ep > 1:
+                fluct = kmoe.routing_fluctuation_factor(
+                    mean_tokens_per_rank=op.params["mean_routed"], n_ranks=g.ep)
+                load, m_tokens = load * fluct, m_tokens * fluct
         frac = kroof.gemm_efficiency_frac(m_tokens=m_tokens,
                                           large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
                                           tile_m_tokens=rl.tile_m)
         tf = flop / (hw.flop_per_s(op.precision) * frac)
         tb = t_byte / rl.weight_hbm_frac
+        if op.rate == "moe":
+            mean = np.maximum(op.params["mean_routed"], 1e-30)
+            return kroof.roofline_time_s(compute_s=tf, memory_s=tb) + kmoe.busiest_rank_excess_s(
+                mean_pairs=mean, load_factor=load, compute_s_per_pair=tf / mean)
     return kroof.roofline_time_s(compute_s=tf, memory_s=tb)
 
 

@@ -163,10 +163,11 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
                                                       tokens=tokens) / g.ep
     inter = m.expert_intermediate_size / g.moe_tp
 
+    # the balanced kernel; the busiest rank's pairs beyond the mean are added by the cost
+    # (kernels.moe.busiest_rank_excess_s)
     def pure(n_):
         return M.moe_roofline_s(g.hw, dtype, n_, h, m.expert_intermediate_size,
-                              m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep,
-                              load_factor=g.placement_imbalance)
+                              m.experts_per_token, m.n_routed_experts, g.moe_tp, g.ep)
     return Op("moe", "compute", "mlp", L.n_moe,
               flop=kops.grouped_expert_flop(routed_tokens=routed, hidden_size=h,
                                             intermediate_size=inter),
@@ -179,8 +180,10 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
               family=fam, keys=keys, nearest=near, coords=(tokens,), pure_fn=pure,
               pure_key=roofline_key(g.hw, "moe", dtype, h,
                                     m.expert_intermediate_size, m.experts_per_token,
-                                    m.n_routed_experts, g.moe_tp, g.ep, g.placement_imbalance),
-              fallback=fused, params={"mean_routed": mean_routed})
+                                    m.n_routed_experts, g.moe_tp, g.ep),
+              fallback=fused, params={"mean_routed": mean_routed,
+                                      "pairs_per_token": m.experts_per_token / g.ep,
+                                      "load_factor": g.placement_imbalance})
 
 
 def other_kernel_count(g: Geom, L: Layers, tokens=None) -> float:

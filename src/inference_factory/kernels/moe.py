@@ -134,3 +134,34 @@ def rank_load_imbalance(*, popularity, n_ranks, n_redundant=0, balanced=False, s
         loads[r] += w
         counts[r] += 1
     return float(loads.max() / (p.sum() / n_ranks))
+
+
+def busiest_rank_excess_s(*, mean_pairs, load_factor, compute_s_per_pair):
+    r"""Time the busiest EP rank's grouped expert GEMM takes beyond a balanced rank's.
+
+    .. math:: \Delta t = (L - 1)\, \bar n\, \tau_c
+
+    :math:`\bar n` token-expert pairs per rank on average (``mean_pairs``), the busiest rank
+    holding :math:`L \bar n` (``load_factor`` L >= 1, expert placement and routing noise), and
+    :math:`\tau_c` the kernel's time per pair where it is compute-bound
+    (``compute_s_per_pair``). The busiest rank then takes :math:`t_{bal} + \Delta t`, where
+    :math:`t_{bal}` is the balanced kernel's time at the same tokens.
+
+    Assumption: the rank streams the weights of its experts once whatever their load, and the
+    pairs beyond the mean are computed at the kernel's compute-bound rate, not hidden under
+    that weight stream (a hot expert needs more M tiles, the cold ones still one each). Where
+    the balanced kernel is itself compute-bound, :math:`t_{bal} = \bar n \tau_c` and the sum
+    is :math:`L\,t_{bal}`, the load times the work; where it streams weights (decode), the
+    excess stays. A roofline :math:`\max(L t_F, t_B)` instead puts no cost on the load until
+    it turns compute-bound.
+
+    Source (component measurements, NVIDIA aiconfigurator ``moe_perf.parquet``, B200,
+    TensorRT-LLM 1.3.0rc20 CUTLASS NVFP4, DeepSeek shape, EP 8, busiest rank timed under
+    power-law routing, collector/helper.py ``_generate_power_law_distribution``): the
+    balanced kernel is flat at 282-330 us from 256 to 4096 tokens (it streams weights),
+    yet the skewed one costs 47, 108, 214, 318, 707 us more at 1024-16384 tokens: 0.77, 0.88,
+    0.87, 0.65, 0.72 times the balanced 16384-token time scaled to those tokens, i.e. an
+    excess linear in the tokens at the compute-bound rate (L - 1 about 0.8 at every size;
+    EP 32: 0.87, 0.73, 0.93, 0.75, 0.61). Not fitted: L comes from the engine's placement.
+    """
+    return np.maximum(load_factor - 1.0, 0.0) * mean_pairs * compute_s_per_pair
