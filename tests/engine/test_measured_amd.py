@@ -284,3 +284,20 @@ def test_mi355x_prefill_attention_keeps_the_realism_constants():
     b = inf.evaluate("DeepSeek-V3", _without_fit(hw), **kw)
     assert float(a.prefill_step_s) == float(b.prefill_step_s)
     assert float(a.decode_step_s) > float(b.decode_step_s)
+
+
+@pytest.mark.parametrize("device", ["MI300X", "MI355X"])
+def test_ops_off_the_tables_cost_at_least_one_kernel_floor_per_layer(device):
+    """An op the device's tables do not hold still runs one kernel per layer: no faster than
+    the fastest kernel measured there (the floor measured ops already keep). DeepSeek-V3 at
+    batch 1, kv 1024, TP8: MLA decode attention reads 1024 x 656 B per layer, 0.13 us at
+    MI300X's 5.3 TB/s, far below the floor; so do the per-head w_uk / w_uv products."""
+    floor = M.tables_for(inf.load_hardware(device)).kernel_floor_s()
+    m = inf.load_model("DeepSeek-V3")
+    ds = inf.evaluate(m, device, tp=8, batch_size=1, kv_len=1024, detail="ops")
+    src = dict(zip(ds.op.values, np.atleast_1d(ds.decode_op_source.squeeze().values)))
+    t = dict(zip(ds.op.values, np.atleast_1d(ds.decode_op_time_s.squeeze().values)))
+    layers = m.n_layers
+    for op in ("attention", "w_uk", "w_uv"):
+        assert src[op] == "roofline", (op, src[op])
+        assert t[op] == pytest.approx(layers * floor, rel=1e-9), op

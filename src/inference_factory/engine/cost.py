@@ -82,6 +82,11 @@ def _compute_op(g: Geom, op: Op, t_flop, t_byte, memo=None) -> Cost:
         t, src = _measured(g, op, memo)
     if t is None:
         t = _roofline(g, op, t_flop, t_byte)
+        tabs = tables_for(g.hw) if rl.measured else None
+        if tabs is not None and tabs.has("gemm"):
+            # an op the tables do not hold is still a kernel: no faster than the fastest
+            # one measured on the device (as a measured op, :func:`_measured`)
+            t = np.where(t > 0, np.maximum(t, tabs.kernel_floor_s()), t)
     return Cost(op, t, resource, src, binds_compute=compute)
 
 
