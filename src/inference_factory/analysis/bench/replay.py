@@ -162,7 +162,7 @@ def prepare_replay(model="DeepSeek-V3", hardware="B200", *, trace="agentic_codin
         p_pool = d_pool = Pool(1, _whole("tp", tp), _whole("dp", dp), _whole("ep", ep))
     depth = _whole("draft_depth", draft_depth, lo=0)
     if eng.model_refusal(m):
-        raise SpecError(f"engine {eng.label()} {eng.model_refusal(m)}")
+        raise SpecError(f"engine {eng.name} {eng.model_refusal(m)}")
     for pool in {d_pool, p_pool}:
         why = eng.refusal(model=m, mode="aggregated" if colocated else "disaggregated",
                           tp=pool.tp,

@@ -115,7 +115,7 @@ def bench(model: str = "DeepSeek-V3", hardware: str = DEFAULT_HARDWARE, *, tp: i
     d_pool = agg if colocated else d_pool
     p_pool = agg if colocated else p_pool
     if eng.model_refusal(m):
-        raise SpecError(f"engine {eng.label()} {eng.model_refusal(m)}")
+        raise SpecError(f"engine {eng.name} {eng.model_refusal(m)}")
     for pool in {d_pool, p_pool}:
         why = eng.refusal(model=m, mode="aggregated" if colocated else "disaggregated",
                           tp=pool.tp,
