@@ -77,6 +77,7 @@ class StepTable:
     draft_weight_bytes: float = 0.0  # the draft's share of weight_bytes and bytes_per_token
     draft_bytes_per_token: float = 0.0
     context_tokens: float = 0.0      # the engine's context length (the model's)
+    draft_depth: float = 0.0         # draft tokens per decode step (0: no draft)
 
     def decode_s(self, b):
         return np.interp(np.maximum(b, 1.0), self.batch, self.decode_step_s)
@@ -144,7 +145,8 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
                      weight_bytes=weights, hbm_bytes=float(hw.hbm_capacity_bytes),
                      bytes_per_token=per_token, draft_weight_bytes=draft_w,
                      draft_bytes_per_token=draft_b,
-                     context_tokens=float(m.max_position_embeddings))
+                     context_tokens=float(m.max_position_embeddings),
+                     draft_depth=float(np.max(np.asarray(axes.get("draft_depth", 0.0)))))
 
 
 def _pool_tokens(m, hw, common, final_len: float) -> tuple[float, float, float]:
@@ -188,14 +190,19 @@ class LoopState:
 
 
 def _colocated_round(b, m, x, *, td, tau, pass_s_of, max_prompts, recv, out_tokens,
-                     mixed_budget_tokens=None, mean_prompt=0.0, recompute=0.0) -> dict:
+                     mixed_budget_tokens=None, mean_prompt=0.0, recompute=0.0,
+                     step_tokens_per_request=1.0) -> dict:
     """One round of a colocated rank's loop at decode batch ``b`` with ``m`` requests in
     service and request rate ``x`` (per rank) from the round before: the prompts the poll
     window gathers, the pass, the others' stalls and the request rate they leave, then
     TPOT and TTFT (poll, queue, own prefill). :func:`solve_loop` (``m`` given by the
     concurrency) and :func:`loop_at_batch` (``m`` implied by the batch) iterate it.
     ``recompute``: prompt tokens prefilled again per fresh one (a full KV pool's retracted
-    requests), which the others' stalls and the passes' utilisation carry."""
+    requests), which the others' stalls and the passes' utilisation carry.
+    ``step_tokens_per_request``: the tokens a decoding request takes of a mixed step's
+    budget, 1 + draft depth: every draft is scheduled and verified, accepted or not (vLLM
+    0.22.0 v1/core/sched/scheduler.py lines 385-389: num_tokens_with_spec - num_computed_tokens
+    counted against token_budget, line 498), not the accepted tokens per step ``tau``."""
     k = ks.prompts_per_pass(request_rate_per_s=x, gather_window_s=recv * td, in_service=m,
                             max_prompts=max_prompts)
     t_pass = pass_s_of(k)
@@ -214,8 +221,8 @@ def _colocated_round(b, m, x, *, td, tau, pass_s_of, max_prompts, recv, out_toke
                                       in_service=m) * (1.0 - rho)
     poll = ks.poll_wait_s(recv_interval_steps=recv, decode_step_s=td, busy_probability=busy)
     if mixed_budget_tokens is not None:
-        # prompt chunks ride on decode steps: the prompt advances (budget - B tau) tokens a step
-        steps = mean_prompt / np.maximum(mixed_budget_tokens - b * tau, 1.0)
+        # prompt chunks ride on decode steps: the prompt advances (budget - B (1 + d)) tokens
+        steps = mean_prompt / np.maximum(mixed_budget_tokens - b * step_tokens_per_request, 1.0)
         own = steps * td + tp1
     else:
         own = t_pass
@@ -277,7 +284,8 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
                 r = _colocated_round(b, hi_b, x, td=td, tau=tau, pass_s_of=pass_s_of,
                                      max_prompts=pass_prompts_max, recv=recv,
                                      out_tokens=out_tokens, mixed_budget_tokens=mixed,
-                                     mean_prompt=mean_prompt, recompute=recompute)
+                                     mean_prompt=mean_prompt, recompute=recompute,
+                                     step_tokens_per_request=1.0 + decode.draft_depth)
                 x = r["x"]
             return dict(r, td=td, ttft=r["ttft"] + transfer_s)
         # disaggregated: the decode pool does not stall; a prefill-only server gathers the
@@ -343,7 +351,7 @@ def solve_loop(concurrency, *, colocated: bool, decode: StepTable, prefill: Step
 
 def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
                   decode_tokens_per_request, recv_interval_steps, mixed_budget_tokens=None,
-                  mean_prompt: float = 0.0, rounds: int = 8) -> dict:
+                  mean_prompt: float = 0.0, rounds: int = 8, draft_depth=0.0) -> dict:
     """The colocated closed loop of one DP rank at a GIVEN decode batch (the inverse of
     :func:`solve_loop`, which finds the batch for a concurrency), by the same round
     (:func:`_colocated_round`) with the requests in service that batch implies,
@@ -362,7 +370,8 @@ def loop_at_batch(decoding, *, tpot0_s, decode_step_s, pass_s_of, max_prompts,
         r = _colocated_round(b, m, x, td=decode_step_s, tau=tau, pass_s_of=pass_s_of,
                              max_prompts=max_prompts, recv=recv_interval_steps,
                              out_tokens=decode_tokens_per_request,
-                             mixed_budget_tokens=mixed_budget_tokens, mean_prompt=mean_prompt)
+                             mixed_budget_tokens=mixed_budget_tokens, mean_prompt=mean_prompt,
+                             step_tokens_per_request=1.0 + np.asarray(draft_depth, dtype=float))
         x = r["x"]
         m = b + x * r["ttft"]
     ok = (r["f"] < 1.0) & (x * r["tp1"] < 1.0)

@@ -127,7 +127,8 @@ def _aggregated(m, hw, row, d, pb, *, isl, osl, ttft_s, tpot_s, gpus, rates, uti
     dec = {"overlap": np.full(n, ov, dtype=object),
            "batch_size": np.full(n, float(row["batch_size"])),
            "tpot_s": d["tpot_s"].reshape(n, -1)[:, 0],
-           "tokens_per_step": d["tokens_per_step"].reshape(n, -1)[:, 0]}
+           "tokens_per_step": d["tokens_per_step"].reshape(n, -1)[:, 0],
+           "draft_depth": np.full(n, float(row["draft_depth"]))}
     loop = _closed_loop(sg, dec, shape, isl, osl, serving_engine)
     n_inst = int(row["decode_instances"])
     f = {"mode": np.full(n, "aggregated", dtype=object),

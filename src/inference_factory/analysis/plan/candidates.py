@@ -196,7 +196,8 @@ def _closed_loops(per_shape, decs, isl: int, osl: int,
 
     eng = load_serving_engine(serving_engine)
     host_d, host_p = eng.host_s_per_decode_step, eng.host_s_per_prefill_pass
-    cols: dict[str, list] = {k: [] for k in ("b", "tpot0", "tau", "dp", "k_max", "budget")}
+    cols: dict[str, list] = {k: [] for k in ("b", "tpot0", "tau", "depth", "dp", "k_max",
+                                             "budget")}
     groups, bounds, start = [], [], 0        # (rows, prefill batches, pass times) per overlap
     for (shape, sg), dec in zip(per_shape, decs):
         dp = shape.get("dp", 1)
@@ -212,6 +213,7 @@ def _closed_loops(per_shape, decs, isl: int, osl: int,
             cols["b"].append(dec["batch_size"][rows].astype(float))
             cols["tpot0"].append(dec["tpot_s"][rows].astype(float))
             cols["tau"].append(dec["tokens_per_step"][rows].astype(float))
+            cols["depth"].append(dec["draft_depth"][rows].astype(float))
         start += n_rows
         mixed = eng.mixed_pass_tokens(dp)     # None: prefill passes run on their own
         for k, v in (("dp", float(dp)), ("k_max", k_max),
@@ -219,8 +221,8 @@ def _closed_loops(per_shape, decs, isl: int, osl: int,
             cols[k].append(np.full(n_rows, v))
     if start == 0:
         return [{k: np.empty(0) for k in _LOOP_COLUMNS} for _ in decs]
-    b, tpot0, tau, dp, k_max, budget = (np.concatenate(cols[k]) for k in
-                                        ("b", "tpot0", "tau", "dp", "k_max", "budget"))
+    b, tpot0, tau, depth, dp, k_max, budget = (
+        np.concatenate(cols[k]) for k in ("b", "tpot0", "tau", "depth", "dp", "k_max", "budget"))
     dp_attention = dp > 1
 
     def pass_s_of(k):
@@ -240,7 +242,7 @@ def _closed_loops(per_shape, decs, isl: int, osl: int,
                 pass_s_of=pass_s_of, max_prompts=k_max,
                 decode_tokens_per_request=max(osl - 1, 1), recv_interval_steps=recv,
                 mixed_budget_tokens=None if np.all(np.isnan(budget)) else budget,
-                mean_prompt=float(isl))
+                mean_prompt=float(isl), draft_depth=depth)
             n = np.where(np.isfinite(lp["in_service"]), dp * lp["in_service"], n)
     out = {"loop_request_rate_per_s": lp["request_rate_per_s"],
            "loop_in_service": lp["in_service"], "loop_ttft_s": lp["ttft_s"],
