@@ -206,3 +206,22 @@ def test_sglang_sizes_the_targets_pool_without_the_draft():
     assert engine_pool(eng, **kw) == 23.0
     paged = dataclasses.replace(eng, kv_pool=dataclasses.replace(eng.kv_pool, page_tokens=4))
     assert engine_pool(paged, **kw) == 20.0
+
+
+def test_a_sequences_fixed_bytes_count_in_the_pools_tokens():
+    # a sequence's fixed bytes a = 6 at b = 2 bytes a token with the draft's 0.5: 3 tokens
+    # of the line a + b L; SGLang's pool (the target's alone) counts tokens of 1.5 bytes, so
+    # the same 6 bytes are 4 of its tokens; an engine whose pool holds the draft keeps 3
+    import dataclasses
+
+    from inference_factory.analysis.full_memory import engine_overhead_tokens
+    from inference_factory.specs.engines import load_serving_engine
+
+    eng = load_serving_engine("sglang-0.5.6")
+    assert eng.kv_pool.draft_in_pool is False
+    kw = dict(bytes_per_token=2.0, draft_bytes_per_token=0.5)
+    assert engine_overhead_tokens(eng, 3.0, **kw) == pytest.approx(4.0, rel=1e-15)
+    inside = dataclasses.replace(eng, kv_pool=dataclasses.replace(eng.kv_pool,
+                                                                   draft_in_pool=True))
+    assert engine_overhead_tokens(inside, 3.0, **kw) == 3.0
+    assert engine_overhead_tokens(eng, 3.0, bytes_per_token=2.0) == 3.0   # no draft

@@ -100,6 +100,7 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
     """Evaluate one pool's decode steps over a batch grid and its prefill passes over a
     prompts-per-pass grid in one engine call."""
     from ..engine import evaluate_arrays
+    from .full_memory import sequence_memory
 
     def grid(top):
         top = max(float(top), 1.0)
@@ -116,15 +117,14 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
             f"{float(np.asarray(probe['weight_bytes_per_gpu']).reshape(-1)[0]) / 1e9:.1f} GB of "
             f"weights per GPU leave no room for one sequence of {final_len:g} tokens; use "
             "more GPUs per instance or a lower precision")
-    pool_tok, overhead, per_token = _pool_tokens(m, hw, common, final_len)
+    # the pool at the run's depth and the draft's share against depth 0 (the target alone),
+    # over one depth axis as plan's candidates take them (plan/candidates.py _pool_vars)
+    pool, over, tok, wts = sequence_memory(
+        m, hw, dict(common, draft_depth=[0.0, float(np.max(np.asarray(
+            axes.get("draft_depth", 0.0))))]), final_len)
+    pool_tok, overhead, per_token = float(pool[1]), float(over[1]), float(tok[1])
+    draft_w, draft_b = float(wts[1] - wts[0]), float(tok[1] - tok[0])
     weights = float(np.asarray(probe["weight_bytes_per_gpu"]).reshape(-1)[0])
-    draft_w = draft_b = 0.0
-    if float(np.max(np.asarray(axes.get("draft_depth", 0.0)))) > 0:
-        base = dict(common, draft_depth=0.0)          # the target alone
-        draft_w = weights - float(np.asarray(evaluate_arrays(
-            m, hw, batch_size=1.0, variables=["weight_bytes_per_gpu"], **base)[
-            "weight_bytes_per_gpu"]).reshape(-1)[0])
-        draft_b = per_token - _pool_tokens(m, hw, base, final_len)[2]
     b = grid(min(batch_cap, max_batch))
     k = grid(min(max_prompts, b[-1]))
     # an engine that overcommits its pool (analysis/full_memory.py) runs batches past the
@@ -147,14 +147,6 @@ def step_table(m, hw, pool: Pool, axes: Mapping[str, Any], *, mean_prompt: float
                      draft_bytes_per_token=draft_b,
                      context_tokens=float(m.max_position_embeddings),
                      draft_depth=float(np.max(np.asarray(axes.get("draft_depth", 0.0)))))
-
-
-def _pool_tokens(m, hw, common, final_len: float) -> tuple[float, float, float]:
-    """A DP rank's KV pool in tokens, a sequence's fixed bytes in tokens and the bytes a
-    token takes per GPU (:func:`.full_memory.sequence_memory`, shared with ``plan``)."""
-    from .full_memory import sequence_memory
-
-    return sequence_memory(m, hw, common, final_len)[:3]
 
 
 # ---- the fixed point ------------------------------------------------------------------------

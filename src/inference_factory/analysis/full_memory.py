@@ -163,6 +163,23 @@ def engine_pool(engine: ServingEngine, *, context_tokens, hbm_bytes, weight_byte
     return float(k) if np.ndim(k) == 0 else k
 
 
+def engine_overhead_tokens(engine: ServingEngine, overhead_tokens, *, bytes_per_token,
+                           draft_bytes_per_token=0.0):
+    r"""A sequence's fixed bytes in the tokens of ``engine``'s pool (:func:`engine_pool`):
+    ``overhead_tokens`` is :math:`a / b` (:func:`sequence_line`, b the bytes a token takes
+    with the draft's); where the draft is not in the pool (``kv_pool.draft_in_pool``
+    false) the pool counts target tokens of :math:`b_t = b - b_d` bytes, so the same bytes
+    are :math:`a / b_t = (a / b)\, b / b_t` of them. Unchanged where the draft is in the pool
+    or the target's tokens take no bytes. Arrays broadcast."""
+    over = np.asarray(overhead_tokens, float)
+    if not engine.kv_pool.draft_in_pool:
+        b = np.asarray(bytes_per_token, float)
+        b_t = b - np.asarray(draft_bytes_per_token, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            over = np.where(b_t > 0, over * b / b_t, over)
+    return float(over) if np.ndim(over) == 0 else over
+
+
 def engine_sequences_held(engine: ServingEngine, pool_tokens, *, final_tokens,
                           overhead_tokens):
     """Requests ``engine``'s pool of ``pool_tokens`` holds at once at ``final_tokens``
@@ -196,8 +213,11 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
                          model_pool_tokens=table.pool_tokens)
     final = float(isl + osl) if prompt_tokens is None else float(
         np.max(np.asarray(prompt_tokens) + np.asarray(output_tokens)))
+    overhead = engine_overhead_tokens(engine, table.seq_overhead_tokens,
+                                      bytes_per_token=table.bytes_per_token,
+                                      draft_bytes_per_token=table.draft_bytes_per_token)
     holds = engine_sequences_held(engine, tokens, final_tokens=final,
-                                  overhead_tokens=table.seq_overhead_tokens)
+                                  overhead_tokens=overhead)
     full = (pool.admission != "guaranteed") & (np.minimum(n, request_cap) > holds)
     out = dict(full=full, batch=np.full(n.shape, np.nan), recompute_frac=np.zeros(n.shape),
                retracted_share=np.zeros(n.shape), retractions_per_request=np.zeros(n.shape),
@@ -223,7 +243,7 @@ def full_memory_state(requests_per_rank, *, table, engine: ServingEngine, draft_
             output = rng.integers(int(np.floor(range_ratio * osl)), osl + 1, total).astype(float)
         s = kp.simulate_kv_pool(
             prompt, np.maximum(output, 1.0), clients, float(tokens),
-            float(table.seq_overhead_tokens), float(table.tokens_per_step), check,
+            float(overhead), float(table.tokens_per_step), check,
             _ADMISSION[pool.admission], newest, pool.requeue == "front", r0, r_min, decay,
             float(pool.retract_decode_steps), float(pool.clip_max_new_tokens),
             float(pool.reserve_tokens_per_request), float(request_cap),

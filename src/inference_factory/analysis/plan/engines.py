@@ -18,7 +18,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..full_memory import engine_pool, engine_sequences_held, pool_memory_fraction
+from ..full_memory import (engine_overhead_tokens, engine_pool, engine_sequences_held,
+                           pool_memory_fraction)
 from .candidates import _candidates
 
 
@@ -85,7 +86,8 @@ def _engine_pool(f: pd.DataFrame, eng, m, hw, final_tokens: int) -> None:
     (:func:`..full_memory.engine_pool`: its pool share of the GPU at the model's context,
     less the weights, without the draft's where the draft is not in the pool, in whole
     pages; :func:`..full_memory.engine_sequences_held`: whole pages of the final length
-    plus a sequence's fixed bytes); a row whose batch exceeds it does not fit (the memory
+    plus a sequence's fixed bytes in the pool's tokens,
+    :func:`..full_memory.engine_overhead_tokens`); a row whose batch exceeds it does not fit (the memory
     model's fit, HBM less its runtime reserve, still applies too). An engine that states
     no share keeps the memory model's."""
     tokens = engine_pool(
@@ -97,7 +99,11 @@ def _engine_pool(f: pd.DataFrame, eng, m, hw, final_tokens: int) -> None:
         draft_bytes_per_token=f["draft_bytes_per_token_per_gpu"].to_numpy(float))
     held = np.broadcast_to(engine_sequences_held(
         eng, tokens, final_tokens=float(final_tokens),
-        overhead_tokens=f["sequence_overhead_tokens"].to_numpy(float)), (len(f),))
+        overhead_tokens=engine_overhead_tokens(
+            eng, f["sequence_overhead_tokens"].to_numpy(float),
+            bytes_per_token=f["kv_pool_bytes_per_token_per_gpu"].to_numpy(float),
+            draft_bytes_per_token=f["draft_bytes_per_token_per_gpu"].to_numpy(float))),
+        (len(f),))
     f["kv_pool_max_batch"] = np.minimum(held, f["max_batch_size"].to_numpy(float))
     over = f["fits"].to_numpy(bool) & (f["batch_size"].to_numpy(float) > held)
     if over.any():
