@@ -86,3 +86,39 @@ def test_roofline_mode_decode_moe_pays_for_skew():
     assert load > 1.3
     assert skewed > flat * 1.02
     assert np.isfinite(skewed)
+
+
+def test_compute_bound_slope_on_the_cited_rows():
+    """The rule's two cited cases (H200 wide-EP, DeepSeek shape, FP8, EP 8): the decode
+    curve's last interval is flat (weight streaming), the prefill curve's linear."""
+    keys = dict(dtype="fp8_block", hidden_size=7168, inter_size=2048, topk=8, num_experts=256,
+                num_slots=256, moe_ep=8, distribution="uniform")
+    dec = [_row_us("H200-SXM", "moe_wideep", phase="decode", num_tokens=n, **keys)
+           for n in (512, 1024)]
+    pre = [_row_us("H200-SXM", "moe_wideep", phase="prefill", num_tokens=n, **keys)
+           for n in (65536, 131072)]
+    assert not kmoe.is_compute_bound(t_s=dec[1], t_prev_s=dec[0], tokens=1024, prev_tokens=512)
+    assert kmoe.is_compute_bound(t_s=pre[1], t_prev_s=pre[0], tokens=131072, prev_tokens=65536)
+    # the threshold is the ridge of t = B + tau n: compute share 1/2 <=> slope 1/2
+    assert kmoe.is_compute_bound(t_s=2.0, t_prev_s=2.0 / 1.5, tokens=2.0, prev_tokens=1.0)
+    assert not kmoe.is_compute_bound(t_s=2.0, t_prev_s=1.5, tokens=2.0, prev_tokens=1.0)
+
+
+def test_short_decode_curve_takes_tau_from_the_compute_bound_prefill_row():
+    """H200 wide-EP decode, DeepSeek-V3 FP8, EP 8, 128 sequences per rank (1024 tokens, the
+    decode curve's last row, still flat at 385 us): the busiest rank is the balanced decode
+    row plus (L - 1) x pairs x the per-pair time of the same shape's largest compute-bound
+    row, prefill at 131072 tokens (10440 us over 131072 pairs, 0.080 us). The decode curve's
+    own last row (0.376 us per pair) would charge 4.7 times that excess. Tolerance 1e-3: rows
+    printed to 4 digits."""
+    ds = inf.evaluate("DeepSeek-V3", "H200-SXM", tp=1, dp=8, ep=8, batch_size=128,
+                      detail="ops")
+    t = float(ds["decode_op_time_s"].sel(op="moe")) / DEEPSEEK_MOE_LAYERS
+    load = 1.0 / float(ds["expert_efficiency_frac"])
+    keys = dict(dtype="fp8_block", hidden_size=7168, inter_size=2048, topk=8, num_experts=256,
+                num_slots=256, moe_ep=8, distribution="uniform")
+    bal = _row_us("H200-SXM", "moe_wideep", phase="decode", num_tokens=1024, **keys)
+    top = _row_us("H200-SXM", "moe_wideep", phase="prefill", num_tokens=131072, **keys)
+    pairs = 1024 * 8 / 8
+    assert load > 1.1
+    assert t * 1e6 == pytest.approx(bal + (load - 1.0) * pairs * top / 131072, rel=1e-3)

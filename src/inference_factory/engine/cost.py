@@ -115,14 +115,54 @@ def _measured(g: Geom, op: Op, memo=None):
     t = np.maximum(t, tabs.kernel_floor_s())
     if op.rate == "moe":
         # the busiest EP rank: the balanced kernel plus its pairs beyond the mean at the
-        # kernel's compute-bound rate, read at the curve's largest measured token count
-        ref = float(np.exp(np.max(curve.grid.axes[0])))
-        t_ref, _ = curve.time_s(op.pure_fn, ref, mode=op.roof_mode, memo=memo,
-                                pure_key=op.pure_key)
+        # kernel's compute-bound rate (measured where a table row is compute-bound, else the
+        # realistic roofline's)
         t = t + kmoe.busiest_rank_excess_s(
             mean_pairs=op.params["mean_routed"], load_factor=op.params["load_factor"],
-            compute_s_per_pair=t_ref / (ref * op.params["pairs_per_token"]))
+            compute_s_per_pair=_moe_compute_s_per_pair(g, op, tabs, curve))
     return t, src
+
+
+def _moe_compute_s_per_pair(g: Geom, op: Op, tabs, curve):
+    """tau_c of :func:`.kernels.moe.busiest_rank_excess_s` for a measured MoE op.
+
+    t(ref) / (ref x pairs per token) at the largest token count ref of a curve of the op's
+    shape and dtype where that row is compute-bound (its log-log slope over the last
+    measured interval at least 1/2, :func:`.kernels.moe.is_compute_bound`): the op's own
+    curve first (the kernel the extra pairs run in), else, in a table keyed by phase, the
+    same shape's curves of the other phases, largest token count first (the H200 wide-EP
+    decode rows stop at 256-2048 tokens while the kernel still streams weights; the prefill
+    ones run to 10^5). Where none is, the realistic roofline's compute time per pair (as
+    :func:`_roofline`)."""
+    others = sorted(_phase_curves(tabs, op, curve), key=lambda c: -c.grid.axes[0][-1])
+    for c in [curve] + others:
+        axis = c.grid.axes[0]
+        if axis.size < 2:
+            continue
+        ref, prev = float(np.exp(axis[-1])), float(np.exp(axis[-2]))
+        t_ref = float(c.time_s(op.pure_fn, ref, mode=op.roof_mode, pure_key=op.pure_key)[0])
+        t_prev = float(c.time_s(op.pure_fn, prev, mode=op.roof_mode, pure_key=op.pure_key)[0])
+        if kmoe.is_compute_bound(t_s=t_ref, t_prev_s=t_prev, tokens=ref, prev_tokens=prev):
+            return t_ref / (ref * op.params["pairs_per_token"])
+    tf, _ = _moe_balanced_compute_s(g, op)
+    return tf / np.maximum(op.params["mean_routed"], 1e-30)
+
+
+def _phase_curves(tabs, op: Op, curve):
+    """Where the op's table is keyed by phase, the curves of the op's keys in the table's
+    other phases (the same kernel family and shape); else none."""
+    out = []
+    for family, keys, nearest in ((op.family, op.keys, op.nearest),) + (
+            (op.fallback,) if op.fallback else ()):
+        if tabs.has(family) and tabs.curve(family, keys, nearest, op.fixed) is curve:
+            if "phase" in keys:
+                for ph in np.unique(tabs.rows(family)["phase"].astype(str)).tolist():
+                    if ph != keys["phase"]:
+                        other = tabs.curve(family, {**keys, "phase": ph}, nearest, op.fixed)
+                        if other is not None:
+                            out.append(other)
+            break
+    return out
 
 
 def _capped(src, cap: int):
@@ -143,27 +183,39 @@ def _roofline(g: Geom, op: Op, t_flop, t_byte):
         tf = t_flop / rl.decode_attn_compute_frac_on(hw if decode else None, kv)
         tb = t_byte / rl.decode_attn_hbm_frac_on(hw if decode else None)
     else:
-        m_tokens, flop = op.m_tokens, op.flop
         if op.rate == "moe":
-            # op.flop is the busiest rank's (at the placement's load): cost a balanced rank
-            # and add the busiest one's excess below; finite batches are never balanced
-            # (routing noise; the measured tables carry this themselves)
-            load = op.params["load_factor"]
-            flop = flop / load
-            if rl.routing and g.ep > 1:
-                fluct = kmoe.routing_fluctuation_factor(
-                    mean_tokens_per_rank=op.params["mean_routed"], n_ranks=g.ep)
-                load, m_tokens = load * fluct, m_tokens * fluct
-        frac = kroof.gemm_efficiency_frac(m_tokens=m_tokens,
-                                          large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
-                                          tile_m_tokens=rl.tile_m)
-        tf = flop / (hw.flop_per_s(op.precision) * frac)
-        tb = t_byte / rl.weight_hbm_frac
-        if op.rate == "moe":
+            tf, load = _moe_balanced_compute_s(g, op)
             mean = np.maximum(op.params["mean_routed"], 1e-30)
+            tb = t_byte / rl.weight_hbm_frac
             return kroof.roofline_time_s(compute_s=tf, memory_s=tb) + kmoe.busiest_rank_excess_s(
                 mean_pairs=mean, load_factor=load, compute_s_per_pair=tf / mean)
+        frac = kroof.gemm_efficiency_frac(m_tokens=op.m_tokens,
+                                          large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
+                                          tile_m_tokens=rl.tile_m)
+        tf = op.flop / (hw.flop_per_s(op.precision) * frac)
+        tb = t_byte / rl.weight_hbm_frac
     return kroof.roofline_time_s(compute_s=tf, memory_s=tb)
+
+
+def _moe_balanced_compute_s(g: Geom, op: Op):
+    """Realistic-roofline compute time of a balanced rank's grouped expert GEMM and the load
+    of the busiest rank.
+
+    op.flop is the busiest rank's (at the placement's load): a balanced rank's is op.flop /
+    load; finite batches are never balanced (routing noise; the measured tables carry this
+    themselves), so with routing on and EP > 1 the load and the tokens per expert take the
+    routing fluctuation factor."""
+    rl, hw = g.rl, g.hw
+    load = op.params["load_factor"]
+    m_tokens, flop = op.m_tokens, op.flop / load
+    if rl.routing and g.ep > 1:
+        fluct = kmoe.routing_fluctuation_factor(
+            mean_tokens_per_rank=op.params["mean_routed"], n_ranks=g.ep)
+        load, m_tokens = load * fluct, m_tokens * fluct
+    frac = kroof.gemm_efficiency_frac(m_tokens=m_tokens,
+                                      large_gemm_frac=rl.large_gemm_frac(hw, op.precision),
+                                      tile_m_tokens=rl.tile_m)
+    return flop / (hw.flop_per_s(op.precision) * frac), load
 
 
 def _other(g: Geom, op: Op) -> Cost:

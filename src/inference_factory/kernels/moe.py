@@ -144,7 +144,13 @@ def busiest_rank_excess_s(*, mean_pairs, load_factor, compute_s_per_pair):
     :math:`\bar n` token-expert pairs per rank on average (``mean_pairs``), the busiest rank
     holding :math:`L \bar n` (``load_factor`` L >= 1, expert placement and routing noise), and
     :math:`\tau_c` the kernel's time per pair where it is compute-bound
-    (``compute_s_per_pair``). The busiest rank then takes :math:`t_{bal} + \Delta t`, where
+    (``compute_s_per_pair``): measured, :math:`t(n_{ref}) / \text{pairs}(n_{ref})` at the
+    largest token count measured for the kernel's shape and dtype on the device (any phase of
+    its table), where that row is compute-bound by :func:`is_compute_bound`; else the
+    realistic roofline's compute time per pair. A curve that stops while the kernel still
+    streams weights (H200 wide-EP decode, EP 8: 382 us at 32 tokens, 385 us at 1024) would
+    give the weight stream per pair (0.38 us, against 0.080 us from the same shape's
+    131072-token prefill row). The busiest rank then takes :math:`t_{bal} + \Delta t`, where
     :math:`t_{bal}` is the balanced kernel's time at the same tokens.
 
     Assumption: the rank streams the weights of its experts once whatever their load, and the
@@ -165,3 +171,30 @@ def busiest_rank_excess_s(*, mean_pairs, load_factor, compute_s_per_pair):
     EP 32: 0.87, 0.73, 0.93, 0.75, 0.61). Not fitted: L comes from the engine's placement.
     """
     return np.maximum(load_factor - 1.0, 0.0) * mean_pairs * compute_s_per_pair
+
+
+#: Log-log slope of a kernel's time over its token count from which it counts as
+#: compute-bound: where compute and the weight stream add, t = B + tau n, the slope
+#: d ln t / d ln n = tau n / t is the compute share of the time, and the roofline's ridge
+#: (compute time = memory time) is a share of 1/2. Derived, not fitted.
+COMPUTE_BOUND_SLOPE = 0.5
+
+
+def is_compute_bound(*, t_s, t_prev_s, tokens, prev_tokens):
+    r"""Whether a measured kernel is compute-bound at ``tokens``, from its time there and at
+    the measured token count below (``prev_tokens``).
+
+    .. math:: s = \frac{\ln(t / t_{prev})}{\ln(n / n_{prev})} \ge \tfrac{1}{2}
+
+    A weight-streaming kernel is flat in the tokens (s near 0), a compute-bound one linear
+    (s near 1). With the time as B + tau n (streaming and compute not overlapped), s is the
+    compute share tau n / t at the interval, and the roofline's ridge, where the compute
+    time equals the memory time, is s = 1/2 (:data:`COMPUTE_BOUND_SLOPE`). Example (H200
+    SGLang DeepGEMM wide-EP, DeepSeek shape, FP8, EP 8, ``hardware/measured/H200-SXM/
+    moe_wideep.csv``): decode 384.1 -> 385.2 us from 512 to 1024 tokens, s = 0.004 (not
+    compute-bound); prefill 5053 -> 10440 us from 65536 to 131072 tokens, s = 1.05.
+    """
+    if not (t_s > 0 and t_prev_s > 0 and tokens > prev_tokens > 0):
+        return False
+    slope = np.log(t_s / t_prev_s) / np.log(tokens / prev_tokens)
+    return bool(slope >= COMPUTE_BOUND_SLOPE)
