@@ -56,7 +56,8 @@ HUMAN_HEADERS: dict[str, tuple[str, float]] = {
     "fp4_tflop_per_s": ("FP4 / TFLOP/s", 1.0), "scale_up_gpus": ("scale-up / GPUs", 1.0),
     "rental_usd_per_gpu_hour": ("rental / $/GPU-h", 1.0),
     # session replays (bench --trace, plan --trace)
-    "engine_version": ("engine version", 1.0), "kv_offload": ("KV tiers", 1.0), "total_tokens_per_s_per_gpu": ("tok/s/GPU / all", 1.0),
+    "engine_version": ("engine version", 1.0), "kv_offload": ("KV tiers", 1.0),
+    "total_tokens_per_s_per_gpu": ("tok/s/GPU / all", 1.0),
     "e2e_normalized_interactivity_p90": ("E2E int. / P90 tok/s", 1.0),
     "prefix_hit_rate": ("hit %", 100.0), "prefix_hit_rate_dram": ("hit DRAM %", 100.0),
     "ttft_p90_s": ("TTFT ms / p90", 1e3), "e2e_p90_s": ("E2E s / p90", 1.0),
@@ -93,7 +94,7 @@ def human_header(name: str, lines: int = 1) -> tuple[str, float]:
     h, factor = HUMAN_HEADERS.get(name) or display_header(name)
     if lines == 2:
         return h.replace(" / ", "\n"), factor
-    return h.replace(" / /", "").replace(" / ", " "), factor
+    return h.replace(" / /", "/").replace(" / ", " "), factor
 
 
 def fit_lines(text: str, width: int = TABLE_WIDTH, indent: str = "  ") -> str:
@@ -215,14 +216,16 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
 
     heads, cols, numeric = [], [], []
     for c in columns:
-        h, factor = human_header(str(c), 2) if human else display_header(str(c))
+        h, factor = (human_header(str(c), 2 if fmt == "table" else 1) if human
+                     else display_header(str(c)))
         values = table[c]
         is_num = all(isinstance(_cell(v), (int, float)) or _cell(v) is None for v in values) and \
             not all(isinstance(_cell(v), bool) for v in values if _cell(v) is not None)
         scaled = [(v * factor if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and factor != 1.0 else v) for v in map(_cell, values)]
         heads.append(h)
-        cols.append([format_number(v) for v in scaled])
+        cols.append([format_number(v) if fmt == "table" else  # a Markdown cell is one line
+                     format_number(v).replace("\n", " ") for v in scaled])
         numeric.append(is_num)
     rows = list(zip(*cols)) if cols else []
     align = ["right" if n else "left" for n in numeric]
