@@ -127,8 +127,10 @@ def test_cli_shows_value_low_high(tmp_path):
             "--uncertainty"]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    line = next(x for x in out.output.splitlines() if x.startswith("TPOT ms"))
-    assert "[" in line and "-" in line.split("[")[1]
+    lines = out.output.splitlines()
+    i = next(i for i, x in enumerate(lines) if x.startswith("TPOT ms"))
+    band = lines[i + 1]                     # the band on the line under its value
+    assert "[" not in lines[i] and "[" in band and "-" in band.split("[")[1]
     assert "80% band [low-high]" in out.output
     js = CliRunner().invoke(cli, args + ["--format", "json"])
     assert js.exit_code == 0, js.output

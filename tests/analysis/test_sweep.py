@@ -253,7 +253,8 @@ def test_cli_scheduler_writes_the_same_netcdf(run, tmp_path):
 def test_cli_netcdf_equals_library_call(run, tmp_path):
     out = tmp_path / "grid.nc"
     text = ok(run("--config", str(DECODE_GRID), "-o", str(out)))
-    assert text.startswith(f"wrote {out}: 108 points (hardware 3 x batch_size 9 x draft_depth 4)")
+    assert " ".join(text.split()).startswith(          # wrapped within 100 columns
+        f"wrote {out}: 108 points (hardware 3 x batch_size 9 x draft_depth 4)")
     got = open_result(out)
     # the library's sweep, provenance included
     xr.testing.assert_identical(got, run_sweep(load_sweep_file(DECODE_GRID)))

@@ -142,7 +142,9 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 def test_uncertainty_prints_bands_and_json_low_high():
     text = ok(run(*BASE, "-c", "4", "--uncertainty"))
-    row = next(s for s in text.splitlines() if s.lstrip().startswith("4 "))   # the c=4 row
-    assert "[" in row and "-" in row.split("[")[1]
+    lines = text.splitlines()
+    i = next(i for i, s in enumerate(lines) if s.lstrip().startswith("4 "))   # the c=4 row
+    band = lines[i + 1]                     # each band on the line under its value
+    assert "[" not in lines[i] and "[" in band and "-" in band.split("[")[1]
     p = json.loads(ok(run(*BASE, "-c", "4", "--uncertainty", "--json")))["points"][0]
     assert p["median_tpot_ms_low"] < p["median_tpot_ms"] < p["median_tpot_ms_high"]

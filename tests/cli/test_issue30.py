@@ -9,12 +9,14 @@ close); widths and messages are properties of the output, checked directly."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from click.testing import CliRunner
 
 from inference_factory.cli import cli
+from inference_factory.specs import list_hardware, list_models, load_hardware, load_model
 
 from tests.cli_helpers import fails, ok
 
@@ -86,11 +88,22 @@ def test_every_default_table_fits_100_columns_with_human_headers(tmp_path):
     assert "total_token_throughput_per_gpu" in ok(run(*bench, "-c", "1", "--format", "csv"))
 
 
-def test_every_commands_default_output_fits_100_columns():
+PLAN6 = ("plan", "-m", "Llama-3.1-8B", "-H", "H100,H200,B200,MI355X,GB200,H800", "--gpus", "8",
+         "--tpot", "50ms", "--mode", "aggregated", "--precision", "native")
+
+
+def test_every_commands_default_output_fits_100_columns(tmp_path):
     """Every line of every command's default human output (no options, or the bundled file
-    or the help's example a command needs), titles, notes and headers included, within 100
-    columns: the long ones wrapped by output.tables.fit_lines (roofline's axes line was 126,
-    simulate's GPU-hours line 126, cheapest's title 206, compare's attribution table 124)."""
+    or the help's example a command needs, and the typical arguments of those that need
+    one), titles, notes and headers included, within 100 columns: the long ones wrapped by
+    output.tables.fit_lines (roofline's axes line was 126, simulate's GPU-hours line 126,
+    cheapest's title 206, compare's attribution table 124, hardware show MI355X's sources
+    729, models show DeepSeek-V3's 611, sweep's note 221), tables narrowed by human headers,
+    wrapped text and columns dropped from the right and named (validate's case table was
+    133, bench --uncertainty 190, bench --trace 501, plan --trace 133), a side-by-side
+    table in blocks (plan on six devices: 565 with bands), a launch command continued with
+    ' \\'. Nothing cut: every case id, source word and command is there whole."""
+    trace = ("--trace", "configs/traces/example_mooncake.jsonl", "-c", "4")
     outputs = {
         " ".join(args): ok(run(*args, COLUMNS="100")) for args in (
             ("roofline",), ("roofline", "--ops"), ("roofline", "--uncertainty"),
@@ -99,7 +112,19 @@ def test_every_commands_default_output_fits_100_columns():
             ("cheapest",), ("pareto",), ("price-by-position",), ("best-draft",),
             ("max-batch",), ("plan",), ("prices",), ("configs", "list"),
             ("tornado", "-r", "acceptance_rate=0.6,0.9"),
-            ("montecarlo", "-r", "acceptance_rate=0.6,0.9"))}
+            ("montecarlo", "-r", "acceptance_rate=0.6,0.9"),
+            ("validate", "--cases", "validation/dev_cases.csv"),
+            ("validate", "--cases", "validation/dev_cases.csv", "--uncertainty"),
+            ("bench", "-m", "DeepSeek-R1", "-H", "B200", "-p", "tp=8", "-c", "4,64",
+             "--uncertainty"),
+            ("bench", "-m", "Llama-3.1-8B", "-H", "H100", *trace, "--uncertainty"),
+            ("bench", "-m", "Llama-3.1-8B", "-H", "H100", *trace, "--attribution"),
+            ("plan", "-m", "Llama-3.1-8B", "-H", "H100", "--gpus", "1", *trace,
+             "--kv-offload", "none,dram", "--engine", "sglang", "--precision", "native"),
+            PLAN6, ("sweep", "-c", "configs/sweeps/decode_grid.toml", "-o",
+                    str(tmp_path / "grid.csv")),
+            *(("hardware", "show", n) for n in list_hardware()),
+            *(("models", "show", n) for n in list_models()))}
     for name, text in outputs.items():
         assert _widest(text) <= 100, (name, _widest(text),
                                       max(text.splitlines(), key=len))
@@ -108,6 +133,30 @@ def test_every_commands_default_output_fits_100_columns():
     assert "batch_size=1 kv_len=1024" in flat and "cache_hit_rate=0 final_len=0" in flat
     cmp = outputs["compare -c configs/factory.toml --requests 300 --no-progress"]
     assert "factory without the lever" in cmp and "baseline toggled" in cmp
+    # every word of every source and note whole (a URL is one word), every case id on its line
+    for n in list_hardware():
+        hw, words = load_hardware(n), set(outputs[f"hardware show {n}"].split())
+        assert all(set(v.split()) <= words for v in (*hw.sources.values(), *hw.notes.values()))
+    assert set(load_model("DeepSeek-V3").source.split()) <= set(
+        outputs["models show DeepSeek-V3"].split())
+    ids = {s.split()[0] for s in outputs["validate --cases validation/dev_cases.csv"]
+           .splitlines() if s.strip()}
+    assert "mlperf-mixtral-mi300x-offline-vllm" in ids and "sglang-h20-decode" in ids
+    banded = outputs["validate --cases validation/dev_cases.csv --uncertainty"]
+    assert "1 more column: hardware" in banded                    # the device, dropped, named
+    # a band under its value, the columns that did not fit named (--wide shows them)
+    b = outputs["bench -m DeepSeek-R1 -H B200 -p tp=8 -c 4,64 --uncertainty"]
+    assert re.search(r"^\s+\[[\d.,]+-[\d.,]+\]", b, re.M) and "more columns:" in b
+    # six devices side by side: in blocks, every device a column; each launch command whole
+    plan = outputs[" ".join(PLAN6)]
+    lines = plan.splitlines()
+    heads = [lines[i - 1].split() for i, s in enumerate(lines)     # above each block's rule
+             if s.startswith("-" * 20 + "  ") and lines[i - 1].startswith(" " * 20)]
+    assert sorted(h for hs in heads for h in hs) == sorted(
+        ["H100-SXM", "H200-SXM", "B200", "MI355X", "GB200", "H800-SXM"]) and len(heads) == 2
+    joined = re.sub(r" \\\n +", " ", plan.replace("\n  ", "\n"))
+    for r in json.loads(ok(run(*PLAN6, "--json")))["recommendations"]:
+        assert r["launch_command"] in joined
 
 
 # ---- errors that help ------------------------------------------------------------------------

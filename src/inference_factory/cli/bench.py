@@ -151,7 +151,7 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
         return run_trace(trace=trace, kv_offload=kv_offload, attribution=attribution,
                          cached_input_fraction=cached_input_fraction, fmt=fmt,
                          plot_path=plot_path, output=output, compare_paths=compare_paths,
-                         num_gpus=num_gpus, kw=dict(
+                         num_gpus=num_gpus, wide=wide, kw=dict(
                              model=model, hardware=hardware,
                              **dict(parallelism[0] if parallelism else {}),
                              prefill_pool=prefill_pool, decode_pool=decode_pool,
@@ -231,8 +231,14 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
         elif fmt in ("table", "markdown"):
             cols = ([c for c in df.columns if not c.endswith(("_low", "_high"))] if wide else
                     [c for c in TABLE_COLUMNS if c in df])
-            text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
-                          width=10_000 if wide or uncertainty else None)   # bands never wrap
+            if uncertainty and not wide:    # a band under its value; columns dropped to fit
+                from .question_options import fit_columns, hidden_note
+                text, hidden = fit_columns(_with_bands(df, cols, human=True), fmt, head,
+                                           width=100, keep=("concurrency",), human=True)
+                text += hidden_note(hidden, 100)
+            else:
+                text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
+                              width=10_000 if wide else None)   # bands never wrap
             text += "\n" + _footing_line(a, notes, wide)
             eager = _eager_note(engine, a["hardware"], df)
             if eager:
@@ -349,16 +355,18 @@ def _calibrate(paths, profile_out, *, fmt, **kw) -> None:
     click.echo(f"wrote {path}: use it with --engine {path}")
 
 
-def _with_bands(df, columns):
+def _with_bands(df, columns, human: bool = False):
     """The shown columns, each with a band as ``value [low-high]`` (text) where the result
-    carries ``<name>_low`` / ``<name>_high``."""
-    from ..output.tables import value_band
+    carries ``<name>_low`` / ``<name>_high``; ``human``: in the human header's unit (E2E in
+    s), the band on a second line under the value (a cell as narrow as its widest part)."""
+    from ..output.tables import human_header, value_band
 
     out = df[columns].copy()
     for c in columns:
         if f"{c}_low" in df and f"{c}_high" in df:
-            out[c] = [value_band(v, lo, hi) for v, lo, hi in
-                      zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
+            f = human_header(c)[1] if human else 1.0
+            out[c] = [value_band(f * v, f * lo, f * hi).replace(" [", "\n[" if human else " [")
+                      for v, lo, hi in zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
     return out
 
 

@@ -10,9 +10,10 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import chosen_format, fit_lines, human_header, render
+from ..output.tables import chosen_format, fit_lines, human_header, render, render_blocks
 from .bench import _concurrency
 from .params import engine_option, format_option
+from .text import _launch_lines
 from ..specs.hardware import DEFAULT_HARDWARE
 
 #: Columns printed as a table (every column goes to csv and json).
@@ -225,12 +226,12 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
                                         if c in shown])
         if "reason" in shown and not shown["reason"].fillna("").astype(str).any():
             shown = shown.drop(columns="reason")       # every device has a recommendation
-        text = render(_transpose(shown, recs, human=not wide), fmt, header=head,
-                      human=not wide, width=10_000 if wide else None)
-        text += _band_note(recs)
+        text = (render(_transpose(shown, recs), fmt, header=head, width=10_000) if wide else
+                render_blocks(_transpose(shown, recs, human=True), fmt, head))
+        text += _band_note(recs) if wide else fit_lines(_band_note(recs))
         notes = [f"{h}: {n}" for h, ns in result.request.get("precision_notes", {}).items()
                  for n in ns]
-        more = _footing_note(recs) + _launch_note(recs) + _load_note(recs, result.request,
+        more = _footing_note(recs) + _launch_note(recs, wide) + _load_note(recs, result.request,
                                                                       gpus[1])
         if notes:
             more += "\n" + "\n".join(f"precision: {n}" for n in notes)
@@ -325,13 +326,14 @@ def _launches(result, path: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def _launch_note(recs) -> str:
+def _launch_note(recs, wide: bool = False) -> str:
     """Under the table: each recommendation's engine and launch command (and whether its
-    decode batch runs outside the engine's CUDA graphs)."""
+    decode batch runs outside the engine's CUDA graphs), within 100 columns unless ``wide``."""
     if "launch_command" not in recs:
         return ""
     lines = [f"\nlaunch ({r['hardware']}, {r.get('engine_label', r.get('engine'))}):\n  "
-             + str(r["launch_command"]).replace("\n", "\n  ")
+             + _launch_lines(str(r["launch_command"]), None if wide else 98).replace(
+                 "\n", "\n  ")
              + (f"\n  note: {r['cuda_graph_note']}" if str(r.get("cuda_graph_note") or "")
                 else "")
              for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
@@ -390,9 +392,9 @@ def _band_note(recs) -> str:
             if parts else "")
 
 
-def _cell(r, c):
+def _cell(r, c, human: bool = False):
     """A recommendation's value, as ``value [low-high]`` text where it carries a band (TTFT
-    and TPOT in ms, as the table shows them)."""
+    and TPOT in ms, as the table shows them; ``human``: the band on a line under the value)."""
     from ..output.tables import value_band
 
     v = r[c]
@@ -401,7 +403,7 @@ def _cell(r, c):
             and math.isfinite(v)):
         return v
     k = 1e3 if c in ("ttft_s", "tpot_s") else 1.0
-    return value_band(v * k, lo * k, hi * k)
+    return value_band(v * k, lo * k, hi * k).replace(" [", "\n[" if human else " [")
 
 
 def _transpose(df, recs=None, human: bool = False):
@@ -413,7 +415,7 @@ def _transpose(df, recs=None, human: bool = False):
     from ..output.tables import display_header, human_header
 
     rows = recs if recs is not None else df
-    out = pd.DataFrame({str(r["hardware"]): [_cell(r, c) for c in df.columns[1:]]
+    out = pd.DataFrame({str(r["hardware"]): [_cell(r, c, human) for c in df.columns[1:]]
                         for _, r in rows.iterrows()}, index=list(df.columns[1:]))
     heads = [human_header(c) if human else display_header(c) for c in df.columns[1:]]
     out.insert(0, "", [h for h, _ in heads])

@@ -7,6 +7,7 @@ import click
 
 from ..errors import SpecError
 from ..output.tables import fit_lines, render
+from .text import _launch_lines
 
 #: Rows of the recommendation (one column per device).
 REC_ROWS = ("engine", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "prefill_ep",
@@ -14,11 +15,12 @@ REC_ROWS = ("engine", "mode", "tp", "dp", "ep", "prefill_tp", "prefill_dp", "pre
             "total_tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu",
             "e2e_normalized_interactivity_p90", "ttft_p90_s", "e2e_p90_s", "prefix_hit_rate",
             "prefix_hit_rate_dram", "usd_per_mtok_output_all_in", "footing", "reason")
-#: Columns of the per-device table of each deployment kind's best point.
-KIND_COLUMNS = ("hardware", "mode", "kv_offload", "engine", "tp", "dp", "ep", "prefill_tp",
-                "precision", "concurrency", "total_tokens_per_s_per_gpu",
-                "e2e_normalized_interactivity_p90", "prefix_hit_rate",
-                "usd_per_mtok_output_all_in")
+#: Columns of the per-device table of each deployment kind's best point: the kind, then its
+#: figures, then its shape (what a table that does not fit 100 columns drops first).
+KIND_COLUMNS = ("hardware", "mode", "kv_offload", "engine", "concurrency",
+                "total_tokens_per_s_per_gpu", "e2e_normalized_interactivity_p90",
+                "prefix_hit_rate", "usd_per_mtok_output_all_in", "precision", "tp", "dp", "ep",
+                "prefill_tp")
 
 
 def best_per_kind(cand):
@@ -113,12 +115,18 @@ def run_plan_trace(*, trace, e2e_interactivity, kv_offload, ladder, fmt, output,
         text = render(table, fmt, header=head, human=not wide,
                       width=10_000 if wide else None)
         kinds = best_per_kind(result.candidates)
-        text += "\n\n" + render(kinds[[c for c in KIND_COLUMNS if c in kinds]], fmt,
-                                header="best per deployment kind (aggregated or P/D, KV "
-                                       "tiers) meeting the target", human=not wide,
-                                width=10_000 if wide else None)
+        kinds, title = (kinds[[c for c in KIND_COLUMNS if c in kinds]], "best per deployment "
+                        "kind (aggregated or P/D, KV tiers) meeting the target")
+        if wide:
+            text += "\n\n" + render(kinds, fmt, header=title, width=10_000)
+        else:       # within 100 columns: the shape's columns dropped first, and named
+            from .question_options import fit_columns, hidden_note
+            more, hidden = fit_columns(kinds, fmt, title, width=100, human=True,
+                                       keep=KIND_COLUMNS[:4])
+            text += "\n\n" + more + hidden_note(hidden, 100)
         launch = [f"launch ({r['hardware']}, {r.get('engine_label')}):\n  "
-                  + str(r["launch_command"]).replace("\n", "\n  ")
+                  + _launch_lines(str(r["launch_command"]), None if wide else 98).replace(
+                      "\n", "\n  ")
                   for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
         if launch:
             text += "\n\n" + "\n".join(launch)

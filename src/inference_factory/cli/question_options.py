@@ -67,12 +67,14 @@ def terminal_width() -> int:
 
 
 def fit_columns(df, fmt: str, header: str = "", *, width: int | None = None,
-                keep: Sequence[str] = (), labels: dict[str, str] | None = None):
+                keep: Sequence[str] = (), labels: dict[str, str] | None = None,
+                human: bool = False):
     """A human table (``table``/``markdown``) that fits ``width`` characters: its title
     wrapped (:func:`~inference_factory.output.tables.fit_lines`), columns renamed for people
     (``labels``: API name -> shown name, whose suffix ``_frac`` or ``_s``
     :func:`~inference_factory.output.tables.render` turns into % or ms), then dropped from the
     right, never those in ``keep`` (the identifying ones) or the first, until the table fits.
+    ``human``: the headers a person reads (output.tables.human_header).
     Returns ``(text, hidden)``: the rendered table and the API names of the dropped columns."""
     width = width or terminal_width()
     labels = labels or {}
@@ -84,12 +86,26 @@ def fit_columns(df, fmt: str, header: str = "", *, width: int | None = None,
     while True:
         shown = df[cols].rename(columns=labels)
         shown.attrs = attrs
-        text = render(shown, fmt, width=width)
+        text = render(shown, fmt, width=width, human=human)
         droppable = [c for c in cols[1:] if c not in keep]
         if max(len(x) for x in text.splitlines() or [""]) <= width or not droppable:
             return title + text, hidden
         hidden.insert(0, droppable[-1])
         cols.remove(droppable[-1])
+
+
+def hidden_note(hidden: Sequence[str], width: int,
+                where: str = "--wide shows every column, --format csv or --json every value"
+                ) -> str:
+    """The line under a table that :func:`fit_columns` narrowed, naming the dropped columns
+    and ``where`` to get them ('' when none was dropped)."""
+    import textwrap
+
+    if not hidden:
+        return ""
+    note = (f"({len(hidden)} more column{'s' if len(hidden) > 1 else ''}: "
+            f"{', '.join(hidden)}; {where})")
+    return "\n" + textwrap.fill(note, width=width)
 
 
 def _emit(df, fmt: str, header: str = "", extra: dict | None = None,
@@ -108,14 +124,8 @@ def _emit(df, fmt: str, header: str = "", extra: dict | None = None,
             shown.attrs = dict(df.attrs)
             text = full = render(shown, fmt, header=header)
         if not wide:
-            import textwrap
-
             text, hidden = fit_columns(df, fmt, header, keep=keep, labels=labels)
-            if hidden:
-                note = (f"({len(hidden)} more column{'s' if len(hidden) > 1 else ''}: "
-                        f"{', '.join(hidden)}; --wide shows every column, --format csv or "
-                        "--json every value)")
-                text += "\n" + textwrap.fill(note, width=terminal_width())
+            text += hidden_note(hidden, terminal_width())
     if output is not None:
         from ..output.files import write_text_atomic
 

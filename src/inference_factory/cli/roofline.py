@@ -120,10 +120,7 @@ def _roofline_text(v: dict[str, Any], model: str, hw: str, mode: str, point: dic
 def _footing_rows(f: dict[str, Any], detail: bool) -> list[str]:
     """The footing section's lines, each wrapped within 100 columns; ``detail``: the tables'
     versions and families too."""
-    import textwrap
-
     from ..analysis.footing import PRECISION_WORDS
-    from ..output.tables import TABLE_WIDTH
 
     def shares(ph):
         d = f[ph]
@@ -137,9 +134,7 @@ def _footing_rows(f: dict[str, Any], detail: bool) -> list[str]:
                                      if k in f["precisions"]))]
     rows += [("precision", f["precision_note"])] if f["precision_note"] else []
     rows += [("engine", f["engine"])]
-    return [w for line in _kv(rows, width=_K) for w in textwrap.wrap(
-        line, TABLE_WIDTH, subsequent_indent=" " * (_K + 4), break_on_hyphens=False,
-        drop_whitespace=True)]
+    return _kv(rows, width=_K)
 
 
 #: The outputs whose 80 % band the one-point report shows: (label, variable, format).

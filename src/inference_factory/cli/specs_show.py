@@ -8,6 +8,7 @@ import click
 
 from .. import units
 from ..errors import SpecError
+from ..output.tables import fit_lines
 from ..specs import HardwareSpec, ModelSpec, list_hardware, list_models, load_hardware, load_model
 from .text import _chosen_format, _dump_json, _format_option, _g, _kv, _one_line, _render, _table
 
@@ -127,7 +128,7 @@ def hardware_show(name: str, as_json: bool) -> None:
     if as_json:
         _dump_json(hw.to_dict())
         return
-    click.echo("\n".join(_hardware_lines(hw)))
+    click.echo(fit_lines("\n".join(_hardware_lines(hw))))      # a long description wrapped
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,6 +250,6 @@ def models_show(name: str, as_json: bool) -> None:
     if as_json:
         _dump_json(_architecture(m).to_dict())
         return
-    click.echo("\n".join(_model_lines(m)))
+    click.echo(fit_lines("\n".join(_model_lines(m))))      # a long description wrapped
 
 

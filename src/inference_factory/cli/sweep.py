@@ -20,6 +20,7 @@ import click
 from ..axes import COST_BASES, DEFAULT_CHUNK_POINTS
 from ..axes import SWEEP_FORMATS as FORMATS
 from ..errors import SpecError
+from ..output.tables import fit_lines
 from ..bounds import MAX_SWEEP_POINTS
 from ..specs.grammar import ENGINE_AXES
 from .params import AxisParam, collect_axes, engine_option, price_basis_options
@@ -217,15 +218,15 @@ def sweep_cmd(config: str | None, models: tuple[str, ...], hardware: tuple[str, 
         if output is not None:
             write_result(ds, output, scheduler=client, progress=progress)
             if not quiet:
-                click.echo(f"wrote {output}: {_shape(ds)}, {len(ds.data_vars)} variables, "
-                           f"in {time.perf_counter() - t0:.1f} s")
+                click.echo(fit_lines(f"wrote {output}: {_shape(ds)}, {len(ds.data_vars)} "
+                                     f"variables, in {time.perf_counter() - t0:.1f} s"))
         if plot_path is not None:
             assert x is not None and var is not None
             plot_sweep(ds, plot_path, x=x, var=var, y=y, facet=facet, size=size_in, dpi=dpi,
                        logx=logx, logy=logy, log_color=log_color)
             if not quiet:
-                click.echo(f"wrote {plot_path}: {var} over {x}" + (f" x {y}" if y else "")
-                           + (f" by {facet}" if facet else "")
-                           + f" ({round(size_in[0] * dpi)}x{round(size_in[1] * dpi)} px)")
+                click.echo(fit_lines(f"wrote {plot_path}: {var} over {x}"
+                                     + (f" x {y}" if y else "") + (f" by {facet}" if facet else "")
+                                     + f" ({round(size_in[0] * dpi)}x{round(size_in[1] * dpi)} px)"))
         if "payback_months" in ds.attrs and not quiet:
-            click.echo(f"note: {ds.attrs['payback_months']}")
+            click.echo(fit_lines(f"note: {ds.attrs['payback_months']}"))

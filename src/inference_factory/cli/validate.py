@@ -8,9 +8,8 @@ import os
 import click
 
 from ..output.files import check_target, json_text, write_text_atomic
-from ..output.tables import format_number, value_band
+from ..output.tables import human_header, render, value_band
 from ..errors import SpecError
-from .text import _table
 
 
 # --------------------------------------------------------------------------------------------
@@ -23,33 +22,47 @@ def _validation_json(results, summary) -> str:
 
 
 def _validation_text(results, summary) -> str:
-
+    """The cases, the summary and (with bands) the coverage as tables a person reads, each
+    within 100 columns (output.tables.render, human headers; the phase is in the metric's
+    label, the device last and the first column dropped where the table is too wide, the
+    JSON and CSV carry every field): the metric's own unit (TTFT and TPOT in ms),
+    ratios to three decimals."""
     banded = "predicted_low" in results
-    rows = [(r.case_id, r.phase, r.hardware, r.metric,
-             value_band(r.predicted, r.predicted_low, r.predicted_high) if banded
-             else format_number(r.predicted),
-             format_number(r.published),
-             f"{r.ratio:.3f}", f"{r.abs_log_error:.3f}") + (("yes" if r.inside else "no",)
-                                                           if banded else ())
-            for r in results.itertuples()]
-    lines = [_table(["CASE", "PHASE", "HARDWARE", "METRIC", "PREDICTED", "PUBLISHED", "RATIO",
-                     "|LN ERR|"] + (["INSIDE"] if banded else []), rows, right=(4, 5, 6, 7)), ""]
+    rows = []
+    for r in results.itertuples():
+        label, f = human_header(r.metric)
+        row = {"case_id": r.case_id, "metric": label,
+               "predicted": (value_band(f * r.predicted, f * r.predicted_low,
+                                        f * r.predicted_high).replace(" [", "\n[")
+                             if banded else f * r.predicted),
+               "published": f * r.published, "ratio": round(r.ratio, 3),
+               "abs_log_error": round(r.abs_log_error, 3)}
+        rows.append({**row, **({"inside": bool(r.inside)} if banded else {}),
+                     "hardware": r.hardware})
     groups = [("all", summary["overall"])]
     groups += [(f"phase {k}", v) for k, v in summary["by_phase"].items()]
     groups += [(f"hardware {k}", v) for k, v in summary["by_hardware"].items()]
-    srows = [(name, str(s["n_cases"]), f"{s['median_abs_log_error']:.3f}",
-              f"{s['worst_abs_log_error']:.3f}", f"{s['geomean_ratio']:.3f}", s["worst_case"])
+    srows = [{"summary": name, "n_cases": s["n_cases"],
+              **{k: round(s[k], 3) for k in ("median_abs_log_error", "worst_abs_log_error",
+                                             "geomean_ratio")}, "worst_case": s["worst_case"]}
              for name, s in groups]
-    lines.append(_table(["SUMMARY", "CASES", "MEDIAN |LN ERR|", "WORST |LN ERR|", "GEOMEAN RATIO",
-                         "WORST CASE"], srows, right=(1, 2, 3, 4)))
+    import pandas as pd
+
+    from .question_options import fit_columns, hidden_note
+
+    cases, hidden = fit_columns(pd.DataFrame(rows), "table", width=100, keep=("case_id",),
+                                human=True)      # the device last: the first to go
+    lines = [cases + hidden_note(hidden, 100, "--json or --output FILE.csv every value"), "",
+             render(srows, human=True)]
     if banded:
-        brows = [(name, str(v["total"]["n_cases"]), f"{100 * v['component']['coverage']:.0f}%",
-                  f"{v['component']['median_width']:.2f}x", f"{100 * v['total']['coverage']:.0f}%",
-                  f"{v['total']['median_width']:.2f}x", f"{100 * v['coverage_loo']:.0f}%")
+        brows = [{"80% band": name, "n_cases": v["total"]["n_cases"],
+                  "component_coverage_frac": round(v["component"]["coverage"], 2),
+                  "component_median_width": round(v["component"]["median_width"], 2),
+                  "total_coverage_frac": round(v["total"]["coverage"], 2),
+                  "total_median_width": round(v["total"]["median_width"], 2),
+                  "coverage_loo_frac": round(v["coverage_loo"], 2)}
                  for name, v in summary["bands"].items()]
-        lines += ["", _table(["80% BAND", "CASES", "COMPONENT COVERAGE", "COMPONENT WIDTH",
-                              "COVERAGE", "WIDTH", "COVERAGE (LOO TERM)"], brows,
-                             right=(1, 2, 3, 4, 5, 6))]
+        lines += ["", render(brows, human=True)]
     return "\n".join(lines)
 
 

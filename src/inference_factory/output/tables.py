@@ -56,11 +56,34 @@ HUMAN_HEADERS: dict[str, tuple[str, float]] = {
     "fp4_tflop_per_s": ("FP4 / TFLOP/s", 1.0), "scale_up_gpus": ("scale-up / GPUs", 1.0),
     "rental_usd_per_gpu_hour": ("rental / $/GPU-h", 1.0),
     # session replays (bench --trace, plan --trace)
-    "kv_offload": ("KV tiers", 1.0), "total_tokens_per_s_per_gpu": ("tok/s/GPU / all", 1.0),
+    "engine_version": ("engine version", 1.0), "kv_offload": ("KV tiers", 1.0),
+    "total_tokens_per_s_per_gpu": ("tok/s/GPU / all", 1.0),
     "e2e_normalized_interactivity_p90": ("E2E int. / P90 tok/s", 1.0),
     "prefix_hit_rate": ("hit %", 100.0), "prefix_hit_rate_dram": ("hit DRAM %", 100.0),
     "ttft_p90_s": ("TTFT ms / p90", 1e3), "e2e_p90_s": ("E2E s / p90", 1.0),
     "usd_per_mtok_total_all_in": ("$/M all tok all-in", 1.0),
+    "cached_input_tokens_per_s_per_gpu": ("tok/s/GPU / cached in", 1.0),
+    "time_to_first_token_p50_ms": ("TTFT ms / p50", 1.0),
+    "time_to_first_token_p90_ms": ("TTFT ms / p90", 1.0),
+    "inter_token_latency_p50_ms": ("ITL ms / p50", 1.0),
+    "request_latency_p50_ms": ("E2E s / p50", 1e-3),
+    "request_latency_p90_ms": ("E2E s / p90", 1e-3),
+    "request_latency_p99_ms": ("E2E s / p99", 1e-3),
+    "prefix_hit_rate_hbm": ("hit HBM %", 100.0), "prefix_hit_rate_nvme": ("hit NVMe %", 100.0),
+    "kv_peak_occupancy_hbm": ("KV peak / HBM %", 100.0),
+    "kv_peak_occupancy_dram": ("KV peak / DRAM %", 100.0),
+    "requests_in_flight": ("in / flight", 1.0),
+    "revenue_usd_per_gpu_hour": ("revenue / $/GPU-h", 1.0),
+    "cost_usd_per_mtok_output": ("$/M out", 1.0), "cost_usd_per_mtok_total": ("$/M all tok", 1.0),
+    # validate: cases, summary and 80% bands
+    "case_id": ("case", 1.0), "abs_log_error": ("|ln / err|", 1.0), "n_cases": ("cases", 1.0),
+    "median_abs_log_error": ("median / |ln err|", 1.0),
+    "worst_abs_log_error": ("worst / |ln err|", 1.0), "geomean_ratio": ("geomean / ratio", 1.0),
+    "worst_case": ("worst case", 1.0),
+    "component_coverage_frac": ("component / coverage %", 100.0),
+    "component_median_width": ("component / width x", 1.0),
+    "total_coverage_frac": ("coverage %", 100.0), "total_median_width": ("width x", 1.0),
+    "coverage_loo_frac": ("coverage % / (LOO term)", 100.0),
 }
 
 
@@ -71,14 +94,17 @@ def human_header(name: str, lines: int = 1) -> tuple[str, float]:
     h, factor = HUMAN_HEADERS.get(name) or display_header(name)
     if lines == 2:
         return h.replace(" / ", "\n"), factor
-    return h.replace(" / /", "").replace(" / ", " "), factor
+    return h.replace(" / /", "/").replace(" / ", " "), factor
 
 
-def fit_lines(text: str, width: int = TABLE_WIDTH) -> str:
-    """Each line of a title or note wrapped at ``width`` (continuations indented two)."""
+def fit_lines(text: str, width: int = TABLE_WIDTH, indent: str = "  ") -> str:
+    """Each line of a title or note wrapped at ``width``, continuations indented by
+    ``indent`` (two spaces; a key-value list passes its value column). Words are never split:
+    a number, a path or a URL stays whole (one longer than the line stands alone on its own)."""
     import textwrap
 
-    return "\n".join(textwrap.fill(s, width, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(textwrap.fill(s, width, subsequent_indent=indent, break_on_hyphens=False,
+                                    break_long_words=False)
                      if len(s) > width else s for s in text.splitlines())
 
 
@@ -190,14 +216,16 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
 
     heads, cols, numeric = [], [], []
     for c in columns:
-        h, factor = human_header(str(c), 2) if human else display_header(str(c))
+        h, factor = (human_header(str(c), 2 if fmt == "table" else 1) if human
+                     else display_header(str(c)))
         values = table[c]
         is_num = all(isinstance(_cell(v), (int, float)) or _cell(v) is None for v in values) and \
             not all(isinstance(_cell(v), bool) for v in values if _cell(v) is not None)
         scaled = [(v * factor if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and factor != 1.0 else v) for v in map(_cell, values)]
         heads.append(h)
-        cols.append([format_number(v) for v in scaled])
+        cols.append([format_number(v) if fmt == "table" else  # a Markdown cell is one line
+                     format_number(v).replace("\n", " ") for v in scaled])
         numeric.append(is_num)
     rows = list(zip(*cols)) if cols else []
     align = ["right" if n else "left" for n in numeric]
@@ -214,28 +242,53 @@ def render(df, fmt: str = "table", *, header: str = "", extra: Mapping[str, Any]
     maxw = [None] * len(heads)
     if fmt == "table":
         def wide(i, h):
-            return max(*(len(s) for s in h.split("\n")), *(len(r[i]) for r in rows)) + 2
+            return max(len(s) for c in (h, *(r[i] for r in rows)) for s in c.split("\n")) + 2
 
-        natural = sum(wide(i, h) for i, h in enumerate(heads))
+        natural = sum(wide(i, h) for i, h in enumerate(heads)) - 2   # no gap after the last
         if natural > width:
             # a person's table wraps its long text (a description, a reason), not its names
             long = [i for i in text_cols if wide(i, heads[i]) > 18] if human else text_cols
-            room = width - sum(wide(i, h) for i, h in enumerate(heads) if i not in long)
-            each = max(12, room // max(len(long), 1) - 2) if human else MAX_TEXT_WIDTH
-            for i in long:
-                maxw[i] = min(MAX_TEXT_WIDTH, each)
+            room = width + 2 - sum(wide(i, h) for i, h in enumerate(heads) if i not in long)
+            # the narrower long columns keep their width where their share allows it; the
+            # widest share what is left (each at least 12, at most MAX_TEXT_WIDTH)
+            for n, i in enumerate(sorted(long, key=lambda i: wide(i, heads[i]))):
+                share = room // (len(long) - n)
+                maxw[i] = (min(MAX_TEXT_WIDTH, max(12, min(wide(i, heads[i]), share) - 2))
+                           if human else MAX_TEXT_WIDTH)
+                room -= maxw[i] + 2
+    if any(maxw):       # wrapped here at spaces (and between words' hyphens), never inside a
+        import textwrap  # number or a name, nor by tabulate, which casts '1,042' with int()
+
+        rows = [tuple("\n".join(w for line in c.split("\n") for w in textwrap.wrap(
+            line, m, break_long_words=False) or [""]) if m else c for c, m in zip(r, maxw))
+            for r in rows]
     import tabulate as tabulate_module
 
     padding = tabulate_module.MIN_PADDING
     tabulate_module.MIN_PADDING = 0 if human else padding   # headers no wider than they are
     try:
         table = tabulate(rows, headers=heads, tablefmt="simple" if fmt == "table" else "github",
-                         colalign=align, disable_numparse=True,
-                         maxcolwidths=maxw if any(m for m in maxw) else None)
+                         colalign=align, disable_numparse=True)
     finally:
         tabulate_module.MIN_PADDING = padding
     lines.append(table)
     return "\n".join(lines)
+
+
+def render_blocks(df, fmt: str = "table", header: str = "", width: int = TABLE_WIDTH) -> str:
+    """A person's table whose columns after the first are answers side by side (one per
+    device): :func:`render` (``human``) in blocks of consecutive columns that each fit
+    ``width``, the first column repeated in each, so no answer is dropped or cut."""
+    cols, blocks, i = list(df.columns[1:]), [], 0
+    while i < len(cols) or not blocks:
+        j = len(cols)
+        while j > i + 1 and max(map(len, render(df[[df.columns[0], *cols[i:j]]], fmt, human=True,
+                                                width=width).splitlines())) > width:
+            j -= 1
+        blocks.append(render(df[[df.columns[0], *cols[i:j]]], fmt, human=True, width=width))
+        i = j
+    title = (fit_lines(header, width) if fmt == "table" else f"**{header}**\n") if header else ""
+    return "\n".join(([title] if title else []) + ["\n\n".join(blocks)])
 
 
 def render_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]],
