@@ -71,8 +71,8 @@ class Realism:
     #: (``fused_allreduce_backends``)
     fused_allreduce_norm: bool | None = None
     #: the serving engine's expert-parallel all-to-all (its profile's ``supports.all_to_all``
-    #: on the device: ALL_TO_ALL); None: DeepEP's tables, or TRT-LLM's NVLink all-to-all
-    #: where the device measures it (the engine's choice where no command names one)
+    #: on the device, one of schema_engines.AllToAll); None: DeepEP's tables, or TRT-LLM's
+    #: NVLink all-to-all where the device measures it (no command names an engine)
     all_to_all: str | None = None
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
