@@ -634,10 +634,38 @@ def fam_alltoall(wh, system):
     )
 
 
+def fam_nccl(wh, system):
+    """NCCL all-gather and reduce-scatter (nccl-tests) on one node: the collectives
+    aiconfigurator costs TensorRT-LLM's attention-DP MoE dispatch / combine with off NVL72
+    (aic-core/rust/aiconfigurator-core/src/operators/moe_dispatch.rs, TrtllmAlltoall branch:
+    NcclOp all_gather / reduce_scatter, dtype half) and vLLM's allgather_reducescatter uses."""
+    n = load_all(wh, system, "comm", "nccl_perf.parquet", backends=["nccl"])
+    if n is None:
+        return None
+    n = n[n["op_name"].isin(["all_gather", "reduce_scatter"]) & (n["nccl_dtype"] == "half")].copy()
+    if n.empty:
+        return None
+    n["op"] = n["op_name"]
+    n["dtype"] = "fp16"
+    paths = set(n["_src"])
+    n["message_bytes"] = n["message_size"] * 2
+    n["latency_us"] = n["latency"] * 1000.0
+    key = ["op", "num_gpus", "message_bytes", "dtype"]
+    df = select(n, key)
+    return finish(
+        "nccl", df, key, ["latency_us"], paths, UNITS_MS,
+        "NCCL all_gather / reduce_scatter from comm/nccl on num_gpus GPUs of one node (nccl-tests dtype half; "
+        "int8 rows dropped); message_bytes = source message_size (an ELEMENT count: the whole gathered output "
+        "of all_gather, the whole input of reduce_scatter, as aiconfigurator's NcclOp sizes it) x 2 bytes; "
+        "version = folder version; " + RULE_FASTEST,
+        int_cols=("num_gpus", "message_bytes"),
+    )
+
+
 FAMILIES = [
     fam_gemm, fam_mla_bmm, fam_mla_decode, fam_mla_prefill, fam_mla_module_decode, fam_mla_module_prefill,
     fam_attention_decode, fam_attention_prefill, fam_moe, fam_moe_wideep, fam_deepep_ll, fam_deepep_normal,
-    fam_allreduce, fam_alltoall,
+    fam_allreduce, fam_alltoall, fam_nccl,
 ]
 
 
@@ -814,6 +842,7 @@ KEYS = {
     "deepep_normal": ["node_num", "hidden_size", "num_token", "num_topk", "num_experts"],
     "allreduce": ["kernel", "num_gpus", "message_bytes", "dtype"],
     "alltoall": ["op", "moe_dtype", "moe_ep", "num_tokens", "hidden_size", "topk", "num_experts"],
+    "nccl": ["op", "num_gpus", "message_bytes", "dtype"],
 }
 VALUE_COLS = ("latency_us", "dispatch_us", "combine_us")
 
@@ -884,7 +913,8 @@ def check(wh: Wheel, out: str):
     print("\nnon-monotone diagnostics (fraction of adjacent steps where latency drops > 20% as the axis grows):")
     axes = {"gemm": "m", "attention_decode": "kv_len", "attention_prefill": "isl", "mla_decode": "kv_len",
             "mla_prefill": "isl", "moe": "num_tokens", "moe_wideep": "num_tokens", "mla_module_decode": "kv_len",
-            "mla_module_prefill": "isl", "allreduce": "message_bytes", "mla_bmm": "num_tokens"}
+            "mla_module_prefill": "isl", "allreduce": "message_bytes", "mla_bmm": "num_tokens",
+            "nccl": "message_bytes"}
     for device in SYSTEMS.values():
         parts = []
         for fam, ax in axes.items():

@@ -11,7 +11,7 @@ import click
 
 from .. import units
 from ..axes import NUMERIC_AXES, STRUCT_AXES, CacheTier, Overlap
-from .params import ValueParam, precision_options
+from .params import ValueParam, engine_option, precision_options
 from ..specs import DEFAULT_HARDWARE, load_hardware, load_model
 from .text import _dump_json, _g, _kv, _table
 
@@ -202,9 +202,11 @@ def _band_text(v: dict[str, Any]) -> str:
                    "(docs/MODEL.md section 13).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print every result variable and the attributes as one JSON object.")
+@engine_option(note="roofline takes its kernel choices on the device (all-reduce + norm "
+               "fusion, the EP all-to-all); without --engine the device's tables decide.")
 def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: bool,
              as_json: bool, draft_model: str | None, uncertainty: bool = False,
-             **options: Any) -> None:
+             engine: str | None = None, **options: Any) -> None:
     """Evaluate prefill and decode at ONE operating point.
 
     Options left unset keep the engine's defaults (precisions: the model's own).
@@ -215,6 +217,10 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
 
     m, h = load_model(model), load_hardware(hardware)
     rl = _realism(ideal, realism)
+    if engine is not None:
+        from ..specs.engines import resolve_serving_engine
+
+        rl = rl.for_engine(resolve_serving_engine(engine, "--engine", hardware=h.name))
     band = None
     if uncertainty:
         band = evaluate_arrays(m, h, realism=rl, draft_model=draft_model, uncertainty=True,
@@ -235,7 +241,7 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         return
     from ..engine import evaluate
 
-    ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=realism,
+    ds = evaluate(model, hardware, ideal=ideal, draft_model=draft_model, realism=rl,
                   detail="ops" if show_ops else "resources", **point)
     if show_ops:
         footing = point_footing(m, h, {k: ds[k].values for k in ds.data_vars}, point)
@@ -247,7 +253,8 @@ def roofline(model: str, hardware: str, ideal: bool, realism: str, show_ops: boo
         out["footing"] = footing
         out["units"] = {k: ds[k].attrs.get("units", "") for k in ds.data_vars}
         out["inputs"] = dict(point, ideal=ideal, realism=realism,
-                             **({"draft_model": draft_model} if draft_model else {}))
+                             **({"draft_model": draft_model} if draft_model else {}),
+                             **({"engine": engine} if engine else {}))
         out["attrs"] = {k: x for k, x in ds.attrs.items()}
         if band is not None:
             out.update({k: x for k, x in band.items() if k.endswith(("_low", "_high"))

@@ -19,8 +19,8 @@ from ..kernels import moe as kmoe
 from ..kernels import roofline as kroof
 from . import grid as G
 from .geometry import Geom
-from .measured import (a2a_kernels, a2a_roofline_s, allreduce_roofline_s, nvlink_a2a_roofline_s,
-                       tables_for)
+from .measured import (a2a_kernels, a2a_roofline_s, allgather_roofline_s, allreduce_roofline_s,
+                       nvlink_a2a_roofline_s, tables_for)
 from .ops import Op
 
 
@@ -263,11 +263,16 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
                 scale_out_latency_s=rl.out_latency_s)
         return Cost(op, t, "comm", G.ROOFLINE)
 
+    if c["kind"] == "allgather":
+        return _gather_scatter(g, op, memo)
+
     # EP dispatch / combine: the busiest rank receives imbalance x the mean traffic
     # the payload is the experts' input: a latent MoE sends its latent, not the hidden state
     k, h, b, tokens = m.experts_per_token, m.expert_hidden_size, c["bytes_per_elem"], c["tokens"]
     busiest = 1.0 if rl.is_ideal else g.placement_imbalance
-    if not rl.is_ideal and rl.measured and g.ep <= dom:
+    # TRT-LLM's NVLink all-to-all where the engine runs it (None: where the device has it)
+    if not rl.is_ideal and rl.measured and g.ep <= dom and rl.all_to_all in (None,
+                                                                           "NVLinkTwoSided"):
         t, src = _nvlink_a2a(g, op, tokens * busiest, memo)
         if t is not None:
             return Cost(op, t, "comm", src)
@@ -293,6 +298,28 @@ def _comm(g: Geom, op: Op, memo=None) -> Cost:
                             experts_per_token=k, n_ranks=g.ep, domain_gpus=dom,
                             scale_up_bytes_per_s=up_bw, scale_out_bytes_per_s=out_bw,
                             latency_s=lat, load_factor=busiest, kernels=a2a_kernels(c["phase"]))
+    return Cost(op, t, "comm", G.ROOFLINE)
+
+
+def _gather_scatter(g: Geom, op: Op, memo=None) -> Cost:
+    """An all-gather or reduce-scatter (EP dispatch / combine without an all-to-all kernel):
+    NCCL's measured rows inside the scale-up domain, else the ring over the slowest link."""
+    rl, hw = g.rl, g.hw
+    msg, n = op.params["message_bytes"], op.params["n_ranks"]
+    dom = hw.scale_up_domain_gpus
+    if not rl.is_ideal and rl.measured and n <= dom:
+        t, src = _measured_comm(g, op, lambda m_: allgather_roofline_s(hw, m_, n), memo=memo,
+                                pure_key=(hw, "allgather", n))
+        if t is not None:
+            return Cost(op, t, "comm", src)
+    inside = n <= dom
+    if rl.is_ideal:
+        bw, lat = (hw.scale_up_bw_bytes_per_s if inside else hw.scale_out_bw_bytes_per_s), 0.0
+    else:
+        bw = (hw.scale_up_bw_bytes_per_s * rl.up_frac if inside
+              else hw.scale_out_bw_bytes_per_s * rl.out_frac)
+        lat = rl.up_latency_s if inside else rl.out_latency_s
+    t = kcomm.ring_allgather_s(message_bytes=msg, n_ranks=n, link_bytes_per_s=bw, latency_s=lat)
     return Cost(op, t, "comm", G.ROOFLINE)
 
 

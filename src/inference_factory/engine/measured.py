@@ -41,6 +41,7 @@ from .table_rooflines import (  # noqa: F401 (re-exported: ops, cost and tests r
     _peak,
     a2a_kernels,
     a2a_roofline_s,
+    allgather_roofline_s,
     allreduce_roofline_s,
     attention_roofline_s,
     bmm_roofline_s,

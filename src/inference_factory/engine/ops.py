@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import units
 from ..kernels import attention as katt
+from ..kernels import comm as kcomm
 from ..kernels import moe as kmoe
 from ..kernels import ops as kops
 from . import measured as M
@@ -74,7 +75,9 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
         # on the tokens routed to them and the TP all-reduce after the layer (allreduce_ffn
         # below) sums the experts' outputs, as SGLang's EP MoE without an all-to-all
         # backend (its default, moe_a2a_backend "none") and TRT-LLM's attention-TP EP do.
-        if g.ep > 1 and g.dp > 1:
+        if g.ep > 1 and g.dp > 1 and g.rl.all_to_all == "allgather_reducescatter":
+            ops += gather_scatter_ops(g, L, T)
+        elif g.ep > 1 and g.dp > 1:
             local = T / tp                   # sequence-parallel share of this GPU
             for name, b, stage in (("dispatch", g.dispatch_b, "dispatch"),
                                    ("combine", g.combine_b, "combine")):
@@ -130,6 +133,23 @@ def layer_ops(g: Geom, L: Layers, *, seqs, new_tokens, cached_tokens, kv_len,
     return ops
 
 
+def gather_scatter_ops(g: Geom, L: Layers, T) -> list[Op]:
+    """EP dispatch / combine without an all-to-all kernel (the engine's ``all_to_all`` is
+    ``allgather_reducescatter``: vLLM's default, TensorRT-LLM off NVL72): an NCCL all-gather
+    of every attention-DP rank's ``T`` tokens in the dispatch format over the MoE group, and a
+    reduce-scatter of the experts' BF16 outputs back (kernels.comm.ep_gather_scatter_bytes)."""
+    n = g.moe_tp * g.ep
+    out = []
+    for name, fam, b in (("dispatch", "allgather", g.dispatch_b),
+                         ("combine", "reducescatter", g.combine_b)):
+        msg = kcomm.ep_gather_scatter_bytes(tokens_per_rank=T, dp_ranks=g.dp,
+                                            hidden_size=g.m.expert_hidden_size, bytes_per_elem=b)
+        out.append(Op(name, "comm", name, L.n_moe, family=fam, nearest={"num_gpus": n},
+                      coords=(msg,), params={"kind": "allgather", "message_bytes": msg,
+                                             "n_ranks": n}))
+    return out
+
+
 def _library_allreduce(n):
     """The collective library's all-reduce rows (NCCL / RCCL: kernel "nccl"), read where a
     device's table has no custom all-reduce rows (MI300X: AMD's rccl-tests run only)."""
@@ -149,8 +169,9 @@ def moe_op(g: Geom, L: Layers, T, phase: str) -> Op:
     # lack the dtype (NVFP4 on Blackwell), the fused MoE kernel of one rank at this EP x TP.
     fused = ("moe", {"dtype": dtype}, dict(kw, moe_tp=g.moe_tp, moe_ep=g.ep))
     # DeepEP's kernels come with its all-to-all, i.e. with attention DP (see the dispatch
-    # below); under attention TP, EP runs the fused MoE kernel on every token of the rank
-    if g.ep > 1 and g.dp > 1:
+    # below); under attention TP, or where the engine gathers every token to every rank
+    # (allgather_reducescatter), EP runs the fused MoE kernel on every token of the rank
+    if g.ep > 1 and g.dp > 1 and g.rl.all_to_all != "allgather_reducescatter":
         fam, keys = "moe_wideep", {"phase": phase, "dtype": dtype}
         near = dict(kw, moe_ep=g.ep)
     else:

@@ -18,6 +18,7 @@ import numpy as np
 from ..specs import HardwareSpec
 from .table_rooflines import (
     a2a_roofline_s,
+    allgather_roofline_s,
     allreduce_roofline_s,
     bmm_roofline_s,
     gemm_roofline_s,
@@ -117,6 +118,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            ("op", "moe_dtype", "num_tokens", "hidden_size", "topk", "moe_ep")),
     Family("allreduce", ("kernel",), ("num_gpus",), ("message_bytes",), "latency_us",
            allreduce_roofline_s, ("message_bytes", "num_gpus")),
+    # NCCL all-gather / reduce-scatter (the dispatch / combine of an attention-DP MoE layer
+    # without an all-to-all kernel: TensorRT-LLM off NVL72, vLLM's allgather_reducescatter)
+    Family("allgather", (), ("num_gpus",), ("message_bytes",), "latency_us",
+           allgather_roofline_s, ("message_bytes", "num_gpus")),
+    Family("reducescatter", (), ("num_gpus",), ("message_bytes",), "latency_us",
+           allgather_roofline_s, ("message_bytes", "num_gpus")),
 )}
 # DeepEP dispatch (FP8 payload) and combine (BF16) in low-latency (decode) and normal
 # (prefill) mode: one family each, read from the same two tables
@@ -143,6 +150,8 @@ FILES: dict[str, tuple[str, tuple[str, str] | None]] = {
     "combine_normal": ("deepep_normal.csv", None),
     "allreduce": ("allreduce.csv", None),
     "a2a_nvlink": ("alltoall.csv", ("kernel_source", "NVLinkTwoSided")),
+    "allgather": ("nccl.csv", ("op", "all_gather")),
+    "reducescatter": ("nccl.csv", ("op", "reduce_scatter")),
 }
 
 

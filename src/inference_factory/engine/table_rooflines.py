@@ -188,3 +188,10 @@ def allreduce_roofline_s(hw, message_bytes, n_gpus):
     (``kernels.comm.ring_allreduce_s`` without its latency)."""
     return kcomm.ring_allreduce_s(message_bytes=message_bytes, n_ranks=n_gpus,
                                   link_bytes_per_s=hw.scale_up_bw_bytes_per_s, latency_s=0.0)
+
+
+def allgather_roofline_s(hw, message_bytes, n_gpus):
+    """Ring all-gather / reduce-scatter bandwidth term at the scale-up peak: (n-1)/n M / W,
+    M the whole buffer (``kernels.comm.ring_allgather_s`` without its latency)."""
+    return kcomm.ring_allgather_s(message_bytes=message_bytes, n_ranks=n_gpus,
+                                  link_bytes_per_s=hw.scale_up_bw_bytes_per_s, latency_s=0.0)

@@ -113,3 +113,40 @@ def config_trace(cfg: FactoryConfig) -> Trace:
                             f"allowed 1..{trace.n_requests:,}")
         return trace.head(cfg.trace_head) if cfg.trace_head else trace
     return generate_trace(cfg.workload)
+
+
+def _engine_realism(cfg: FactoryConfig, hw, realism):
+    """``realism`` (None: the bundled constants) as the config's engine runs on ``hw``
+    (:meth:`Realism.for_engine`); unchanged (None stays None) where the engine has no settings
+    for the device or states nothing that changes the costs."""
+    from ..engine import resolve_realism
+    from ..specs.engines import resolve_serving_engine
+
+    eng = resolve_serving_engine(cfg.engine, f"{cfg.path or cfg.name}: engine")
+    if not eng.runs_on(hw.name):
+        return realism
+    rl = resolve_realism(False, realism)
+    out = rl.for_engine(resolve_serving_engine(cfg.engine, f"{cfg.path or cfg.name}: engine",
+                                               hardware=hw.name))
+    return realism if out is rl else out
+
+
+def _serving_engine(cfg: FactoryConfig):
+    """The side's serving-engine profile (the config's ``engine``, else the default). The
+    factory takes its name and its policy: a colocated side (``levers.pd_split = false``) is
+    modelled prefill-first (a prompt's pass runs on its own and stretches the others'
+    TPOT), so a profile that mixes prompt chunks into decode steps is refused there rather
+    than modelled as something it is not. Its limits, poll and stream intervals and host
+    times are not modelled: the pools' own ``tokens_per_gpu`` and ``max_batch_per_gpu`` set
+    the passes and the batch cap (:data:`~inference_factory.specs.engines.FACTORY_IGNORES`)."""
+    from ..specs.engines import list_serving_engines, load_serving_engine, resolve_serving_engine
+
+    eng = resolve_serving_engine(cfg.engine, f"{cfg.path or cfg.name}: engine")
+    if eng.prefill_mixes_with_decode(colocated=not cfg.levers.pd_split):
+        fine = [n for n in list_serving_engines()
+                if not load_serving_engine(n).prefill_mixes_with_decode(True)]
+        raise SpecError(f"engine = {eng.name!r} mixes prompt chunks into decode steps, which "
+                        f"simulate does not model on a colocated side ({cfg.name}: "
+                        f"levers.pd_split = false); allowed there: {', '.join(fine)} "
+                        "(or pd_split = true)")
+    return eng

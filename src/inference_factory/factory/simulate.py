@@ -39,7 +39,8 @@ from .operating_point import (DecodeGrid, DecodePoint, _on_grid,  # noqa: F401
                               prefill_arrays, static_batch_index)
 from .side_inputs import (tier_capacity_tokens, arrival_rate_per_s,  # noqa: F401
                           arrival_rate_source, config_trace, expert_popularity,
-                          lever_precisions, static_batch_efficiency, with_config_class_params)
+                          lever_precisions, static_batch_efficiency, with_config_class_params,
+                          _engine_realism, _serving_engine)
 from .workload import Trace
 
 
@@ -55,7 +56,6 @@ class SideResult:
     context: dict = field(default_factory=dict, repr=False)   # what lever studies re-evaluate
 
 
-
 def _diurnal_factors(amplitude: float) -> np.ndarray:
     """Hourly load relative to the mean over one day, at each hour's midpoint."""
     return kserv.diurnal_load_factor(hour_of_day=np.arange(24) + 0.5, amplitude=amplitude)
@@ -68,7 +68,6 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> tuple[f
     return tuple(float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), v.size - 1)]) for p in q)
 
 
-
 def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None = None,
              cache_memo: dict | None = None, cache_result=None, realism=None) -> SideResult:
     """Serve ``trace`` (default: the config's synthetic or loaded trace) with ``cfg``.
@@ -77,7 +76,6 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     (the attribution holds cache capacity fixed while it switches a non-cache lever).
     ``realism`` replaces the engine's realism constants in every engine call (the bands of
     :func:`inference_factory.factory.bands.simulate_bands` pass a perturbed one)."""
-    rl_kw = {} if realism is None else {"realism": realism}
     m = load_model(cfg.model)
     lv = cfg.levers
     eng = _serving_engine(cfg)
@@ -109,7 +107,12 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
     kv_len = float(kserv.token_weighted_decode_context_tokens(input_tokens=inp, output_tokens=out))
 
     # ---- decode grid (operating point chosen below, once the arrival rate is known)
-    kw_d = dict(overlap=overlap, redundant_experts=redundant_d, **rl_kw)
+    # the engine's kernel choices on each pool's device (its all-to-all, its fusions), as plan
+    # and bench take them
+    rl_d, rl_p = (_engine_realism(cfg, h, realism) for h in (hw_d, hw_p))
+    kw_d = dict(overlap=overlap, redundant_experts=redundant_d,
+                **({} if rl_d is None else {"realism": rl_d}))
+    rl_kw = {} if rl_p is None else {"realism": rl_p}
     dgrid = decode_grid(cfg, m, dpool, prec_d, kw_d, trace, kv_len, out_share, lv, pop,
                         memo=cache_memo)
     rate_mean = arrival_rate_per_s(cfg, trace)
@@ -127,8 +130,8 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
         b = np.maximum(chunks * ppool.tp / per_prompt, 1.0)
         pbs = np.unique(b)
         key = ("prefill", id(m), ppool, tuple(sorted(prec_p.items())), overlap, redundant_p,
-               p_bar, array_key(pbs), min(hit, 0.999), array_key(pop), id(realism))
-        t, r, w_bytes = memoised(cache_memo, key, (m, realism), lambda: prefill_arrays(
+               p_bar, array_key(pbs), min(hit, 0.999), array_key(pop), id(rl_p))
+        t, r, w_bytes = memoised(cache_memo, key, (m, rl_p), lambda: prefill_arrays(
             m, ppool, prec_p, overlap, redundant_p, p_bar, pbs, min(hit, 0.999), pop, rl_kw))
         # the wait scales with the mean service (1 - hit) I / R at a fixed rho: one law
         w99 = kq.mg1_wait_quantile_s(quantile=0.99, utilization=rho, service_s=inp / inp.mean())
@@ -403,27 +406,6 @@ def simulate(cfg: FactoryConfig, trace: Trace | None = None, *, name: str | None
                       context=dict(model=m, pool=dpool, precisions=prec_d, overlap=overlap,
                                    redundant_experts=lv.redundant_experts if m.is_moe else 0,
                                    popularity=pop, kv_len=kv_len, decode_point=dp_))
-
-
-def _serving_engine(cfg: FactoryConfig):
-    """The side's serving-engine profile (the config's ``engine``, else the default). The
-    factory takes its name and its policy: a colocated side (``levers.pd_split = false``) is
-    modelled prefill-first (a prompt's pass runs on its own and stretches the others'
-    TPOT), so a profile that mixes prompt chunks into decode steps is refused there rather
-    than modelled as something it is not. Its limits, poll and stream intervals and host
-    times are not modelled: the pools' own ``tokens_per_gpu`` and ``max_batch_per_gpu`` set
-    the passes and the batch cap (:data:`~inference_factory.specs.engines.FACTORY_IGNORES`)."""
-    from ..specs.engines import list_serving_engines, load_serving_engine, resolve_serving_engine
-
-    eng = resolve_serving_engine(cfg.engine, f"{cfg.path or cfg.name}: engine")
-    if eng.prefill_mixes_with_decode(colocated=not cfg.levers.pd_split):
-        fine = [n for n in list_serving_engines()
-                if not load_serving_engine(n).prefill_mixes_with_decode(True)]
-        raise SpecError(f"engine = {eng.name!r} mixes prompt chunks into decode steps, which "
-                        f"simulate does not model on a colocated side ({cfg.name}: "
-                        f"levers.pd_split = false); allowed there: {', '.join(fine)} "
-                        "(or pd_split = true)")
-    return eng
 
 
 # --------------------------------------------------------------------------------------------

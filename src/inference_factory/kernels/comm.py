@@ -145,3 +145,36 @@ def hierarchical_allreduce_s(*, message_bytes, n_ranks, domain_gpus, scale_up_by
     intra = 2.0 * (g - 1.0) / g * message_bytes / scale_up_bytes_per_s
     inter = 2.0 * (n_nodes - 1.0) / n_nodes * (message_bytes / g) / scale_out_bytes_per_s
     return intra + inter + scale_up_latency_s * (g > 1) + scale_out_latency_s * (n_nodes > 1)
+
+
+def ring_allgather_s(*, message_bytes, n_ranks, link_bytes_per_s, latency_s):
+    r"""Time of a ring all-gather (or reduce-scatter) whose WHOLE buffer is ``message_bytes``
+    (the gathered output; the reduce-scatter's input), over ``n_ranks`` GPUs.
+
+    .. math:: t = \frac{n - 1}{n} \frac{M}{W} + \alpha \,[n > 1]
+
+    Each GPU sends and receives the n - 1 shards it does not hold (NCCL "bus bandwidth" of
+    all_gather / reduce_scatter: algbw x (n-1)/n); half the ring all-reduce
+    (:func:`ring_allreduce_s`), which is a reduce-scatter then an all-gather. ``M`` is sized as
+    nccl-tests and aiconfigurator's NcclOp size it (the whole buffer). Zero for one rank.
+    """
+    n = np.maximum(n_ranks, 1.0)
+    return (n - 1.0) / n * message_bytes / link_bytes_per_s + latency_s * (n > 1.0)
+
+
+def ep_gather_scatter_bytes(*, tokens_per_rank, dp_ranks, hidden_size, bytes_per_elem):
+    r"""Whole-buffer bytes of the all-gather that dispatches (or the reduce-scatter that
+    combines) the tokens of an attention-DP MoE layer without an all-to-all kernel: every EP
+    rank gathers every DP rank's tokens, runs its own experts on them, and the partial outputs
+    are reduce-scattered back to the rank that owns each token.
+
+    .. math:: M = T_\text{rank}\, n_\text{dp}\, h\, b
+
+    ``T_rank`` tokens per attention-DP rank, ``bytes_per_elem`` the payload format with its
+    block scales (dispatch: the quantised activation, combine: BF16). Source: aiconfigurator (git 095f58a5)
+    aic-core/rust/aiconfigurator-core/src/operators/moe_dispatch.rs, TrtllmAlltoall branch
+    (all_gather of (x + sf) x dp tokens before the experts, reduce_scatter of the hidden x dp
+    tokens after them, off NVL72) and vLLM's ``allgather_reducescatter`` all2all backend. No
+    routing imbalance: every rank moves every token whatever the routing.
+    """
+    return tokens_per_rank * dp_ranks * hidden_size * bytes_per_elem

@@ -70,6 +70,10 @@ class Realism:
     #: (its profile's ``fused_allreduce_norm``); None: as the device's all-reduce table says
     #: (``fused_allreduce_backends``)
     fused_allreduce_norm: bool | None = None
+    #: the serving engine's expert-parallel all-to-all (its profile's ``supports.all_to_all``
+    #: on the device, one of schema_engines.AllToAll); None: DeepEP's tables, or TRT-LLM's
+    #: NVLink all-to-all where the device measures it (no command names an engine)
+    all_to_all: str | None = None
     default_expert_skew: float = 0.0
     default_context_cv: float = 1.0
     acceptance_decay_per_position: float = 1.0
@@ -109,14 +113,18 @@ class Realism:
 
     def for_engine(self, engine) -> "Realism":
         """The constants as serving ``engine`` runs (a profile resolved for a device): its
-        all-reduce + norm fusion where the profile states one; the same object where it
-        does not (or nothing would change), one object per value otherwise."""
+        all-reduce + norm fusion and its all-to-all where the profile states them; the same
+        object where it does not (or nothing would change), one object per value otherwise."""
         fused = getattr(engine, "fused_allreduce_norm", None)
-        if fused is None or fused == self.fused_allreduce_norm or self.is_ideal:
+        a2a = getattr(getattr(engine, "supports", None), "all_to_all", "") or None
+        change = {k: v for k, v in (("fused_allreduce_norm", None if fused is None else bool(fused)),
+                                    ("all_to_all", a2a))
+                  if v is not None and v != getattr(self, k)}
+        if not change or self.is_ideal:
             return self
-        key = ("fused_allreduce_norm", bool(fused))
+        key = tuple(sorted(change.items()))
         if key not in self._variants:
-            self._variants[key] = dataclasses.replace(self, fused_allreduce_norm=bool(fused))
+            self._variants[key] = dataclasses.replace(self, **change)
         return self._variants[key]
 
     # -- resolved rates (what the engine uses) -----------------------------------------------

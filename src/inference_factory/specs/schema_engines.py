@@ -21,6 +21,10 @@ from .schema_base import Precision, _Schema, count, flag, nonempty, num, text
 MAX_HOST_S = 1.0
 
 Mode = Literal["aggregated", "disaggregated"]
+#: the expert-parallel dispatch / combine backends the costing knows (engine/ops.py, cost.py):
+#: DeepEP's kernels (SGLang), AMD's MoRI-EP (costed as DeepEP), NCCL all-gather +
+#: reduce-scatter (vLLM's default; TensorRT-LLM off NVL72), TensorRT-LLM's NVLink all-to-all
+AllToAll = Literal["DeepEP", "MoRI-EP", "allgather_reducescatter", "NVLinkTwoSided"]
 
 
 class SupportsEntry(_Schema):
@@ -32,8 +36,8 @@ class SupportsEntry(_Schema):
                                         "(prefill/decode pools with a KV transfer)")
     attention_dp: Optional[bool] = Field(None, description="attention data parallelism (dp > 1)")
     expert_parallel: Optional[bool] = Field(None, description="experts sharded over GPUs (ep > 1)")
-    all_to_all: Optional[str] = Field(None, description="the expert-parallel dispatch/combine "
-                                      "backend, as the engine names it")
+    all_to_all: Optional[AllToAll] = Field(None, description="the expert-parallel "
+                                           "dispatch/combine backend, as the engine names it")
     expert_parallel_spans_instance: Optional[bool] = Field(
         None, description="with expert parallelism the experts span every GPU of the "
         "instance (ep = tp x dp; vLLM), no separate EP size")

@@ -190,6 +190,8 @@ def recommendation_draws(m, hw, row, uncertainty, *, isl: int, osl: int, ttft_s,
 
     u = resolve(uncertainty)
     rl = _realism(False, realism)
+    if serving_engine is not None:      # its kernel choices, as the plan priced the row
+        rl = rl.for_engine(serving_engine)
     n = int(u.draws)
     precs = {k: row[k] for k in _PRECISIONS if k in row and isinstance(row[k], str)}
     rates = {ph: sum(gpu_cost_usd_per_hour(hw, cost, ph)) for ph in ("decode", "prefill")}
