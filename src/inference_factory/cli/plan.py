@@ -236,15 +236,20 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         if notes:
             more += "\n" + "\n".join(f"precision: {n}" for n in notes)
         text += more if wide else fit_lines(more)
-        from ..analysis.plan.ranking import front_note, front_table
-        front = result.front
-        text += "\n\n" + render(
-            # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
-            front_table(front, short=not wide), fmt,
-            header="Pareto front (fits, meets TTFT): tokens/s per user against output "
-                   "tokens/s per GPU (agg: aggregated, P/D: disaggregated)",
-            human=not wide, width=10_000 if wide else None)
-        text += front_note(front) if wide else fit_lines(front_note(front))
+        from ..analysis.plan.ranking import (FRONT_DROPPABLE, FRONT_LABELS, front_note,
+                                             front_table)
+        from .question_options import fit_columns, hidden_note
+        front, head = result.front, ("Pareto front (fits, meets TTFT): tokens/s per user "
+                                     "against output tokens/s per GPU (agg: aggregated, P/D: "
+                                     "disaggregated; prec: precision profile)")
+        # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
+        table, hidden = ((render(front_table(front, short=False), fmt, header=head,
+                                 width=10_000), []) if wide else
+                         fit_columns(front_table(front, short=False), fmt, head, width=100,
+                                     labels=FRONT_LABELS, human=True, keep=[
+                                         c for c in front if c not in FRONT_DROPPABLE]))
+        text += "\n\n" + table + hidden_note(hidden, 100, "--wide or --json shows them")
+        text += front_note(front) if wide else fit_lines(front_note(front, hidden))
     elif fmt == "json":
         from ..output.files import json_text
         from ..output.tables import records

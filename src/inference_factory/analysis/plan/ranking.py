@@ -133,35 +133,59 @@ def _front(cand: pd.DataFrame, user: str = "tokens_per_s_per_user") -> pd.DataFr
     return pd.concat(parts, ignore_index=True) if parts else cand.iloc[:0]
 
 
+#: The front's printed columns: what tells its rows apart at a glance (``precision``: the
+#: profile, native or low or one the user names, so two rows of one shape and batch that
+#: differ in their KV or weight precision do not print alike), then their figures.
+FRONT_COLUMNS = ("hardware", "engine", "mode", "precision", "tp", "dp", "ep", "batch_size",
+                 "draft_depth", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+                 "usd_per_mtok_output_all_in")
+#: Front columns a narrow table may hide (cli: fit_columns drops from the right): the rest
+#: name the deployment and its place on the front.
+FRONT_DROPPABLE = ("usd_per_mtok_output_all_in",)
+#: Headers of a narrow table (``short``): the two widest over two lines and the precision
+#: profile's short, so the engine's name (sglang-0.5.12-rocm) and the all-in $/M fit in 100.
+FRONT_LABELS = {"precision": "prec", "output_tokens_per_s_per_gpu": "out tok/s / /GPU",
+                "usd_per_mtok_output_all_in": "$/M out / all-in"}
+
+
 def front_table(front, short: bool = True):
-    """The front's columns as printed: each row's engine (its profile names its version:
-    sglang-0.5.6, trtllm-1.3) and the mode short, a ``*`` where the decode batch runs
-    outside the engine's CUDA graphs (:func:`front_note`); ``short``: the two widest
-    headers over two lines, so the engine's name fits in 100 columns unwrapped."""
-    cols = [c for c in ("hardware", "engine", "mode", "tp", "dp", "ep", "batch_size",
-                        "draft_depth", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
-                        "usd_per_mtok_output_all_in") if c in front]
+    """The front's columns as printed (:data:`FRONT_COLUMNS`): each row's engine (its
+    profile names its version: sglang-0.5.6, trtllm-1.3) and the mode short, a ``*`` where
+    the decode batch runs outside the engine's CUDA graphs (:func:`front_note`); ``short``:
+    the headers of :data:`FRONT_LABELS`."""
+    cols = [c for c in FRONT_COLUMNS if c in front]
     mode = front["mode"].map({"aggregated": "agg", "disaggregated": "P/D"}).fillna("")
     if "runs_eager" in front:
         mode = mode + front["runs_eager"].astype(bool).map({True: "*", False: ""})
     out = front[cols].assign(mode=mode)
-    return out.rename(columns={"output_tokens_per_s_per_gpu": "out tok/s / /GPU",
-                               "usd_per_mtok_output_all_in": "$/M out / all-in"}) if short \
-        else out
+    return out.rename(columns=FRONT_LABELS) if short else out
 
 
-def front_note(front) -> str:
-    """Under the front: why rows of two engines can carry the same figures, and what an
-    eager decode step means."""
+def front_note(front, hidden=()) -> str:
+    """Under the front: why rows of two engines can carry the same figures, what tells apart
+    rows that still print alike (the printed columns less ``hidden``, those a narrow table
+    dropped), and what an eager decode step means."""
+    from ...output.tables import format_number
+
     lines = []
-    figures = ["hardware", "mode", "tp", "dp", "ep", "batch_size", "draft_depth",
-               "tokens_per_s_per_user", "output_tokens_per_s_per_gpu"]
-    if "engine" in front and all(c in front for c in figures) \
-            and front[figures].astype(str).duplicated().any():
+    shown = front_table(front, short=False)
+    shown = shown[[c for c in shown.columns if c not in hidden]].map(format_number)
+    figures = [c for c in shown.columns if c != "engine"]
+    same = shown[figures].duplicated(keep=False)
+    if "engine" in shown and (shown[same].groupby(figures)["engine"].nunique() > 1).any():
         lines.append("rows of different engines with the same figures: a disaggregated "
                      "deployment's pools do not depend on the engine's scheduling, and engines "
                      "with the same policy and budgets run one closed loop (every engine on "
                      "the same kernel tables)")
+    alike = shown.duplicated(keep=False)
+    if alike.any():
+        rest = [c for c in (*hidden, *_DEPLOYMENT) if c in front and c not in shown.columns]
+        keys = [shown.loc[alike, k] for k in shown.columns]
+        differ = [c for c in dict.fromkeys(rest) if (front.loc[alike, c].astype(str).groupby(
+            keys).nunique() > 1).any()]
+        lines.append("rows that print alike differ in "
+                     f"{', '.join(differ) or 'figures past the shown digits'} (--json shows "
+                     "every column)")
     if "runs_eager" in front and front["runs_eager"].astype(bool).any():
         lines.append("*: the decode batch per rank is above the engine's CUDA-graph limit on "
                      "the device, so it runs eager; that step time is unmodelled (optimistic)")
