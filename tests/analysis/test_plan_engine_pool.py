@@ -124,11 +124,11 @@ def test_cli_front_names_engine_and_eager(tmp_path, monkeypatch):
     front = out.split("Pareto front")[1]
     lines = front.splitlines()
     head = next(x for x in lines if x.startswith("device")).split()
-    assert head[:3] == ["device", "engine", "mode"]
+    assert head[:4] == ["device", "engine", "mode", "prec"]
     rows = [x.split() for x in lines if x.startswith("B200 ")]
     # every row names its engine; a batch above TensorRT-LLM's 128 is starred as eager
     assert rows and all(r[1] == "trtllm-1.3" for r in rows)
-    assert all(r[2].endswith("*") == (int(r[6]) > 128) for r in rows)
+    assert all(r[2].endswith("*") == (int(r[7]) > 128) for r in rows)
     assert "*: the decode batch per rank is above the engine's CUDA-graph limit" in front
     # the recommendation's batch per rank is above TensorRT-LLM's 128: said under its
     # command and in the script
