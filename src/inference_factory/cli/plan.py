@@ -239,9 +239,10 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         from ..analysis.plan.ranking import (FRONT_DROPPABLE, FRONT_LABELS, front_note,
                                              front_table)
         from .question_options import fit_columns, hidden_note
-        front, head = result.front, ("Pareto front (fits, meets TTFT): tokens/s per user "
-                                     "against output tokens/s per GPU (agg: aggregated, P/D: "
-                                     "disaggregated; prec: precision profile)")
+        front = result.front
+        head = ("Pareto front (fits, meets TTFT): tokens/s per user against output tokens/s "
+                "per GPU (agg: aggregated, P/D: disaggregated"
+                + (")" if wide else "; prec: precision profile)"))
         # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
         table, hidden = ((render(front_table(front, short=False), fmt, header=head,
                                  width=10_000), []) if wide else
