@@ -76,20 +76,28 @@ class Mirror:
                               check=True, capture_output=True).stdout
         return pd.read_parquet(io.BytesIO(blob))
 
+    def load(self, system, op, fname):
+        """Every backend/version's ``fname`` of ``op`` on ``system`` as one frame with its
+        provenance (backend, version, _src; the source's own columns kept as _orig_*), rows
+        with a positive latency only, and the files read; (None, []) where there are none."""
+        frames, paths = [], []
+        for be, ver, name in self.find(system, op, fname):
+            df = self.read(name)
+            df = df.rename(columns={"backend": "_orig_backend", "version": "_orig_version"})
+            df["backend"], df["version"], df["_src"] = be, ver, name
+            frames.append(df)
+            paths.append(name)
+        if not frames:
+            return None, []
+        df = pd.concat(frames, ignore_index=True)
+        return df[df["latency"].notna() & (df["latency"] > 0)], paths
+
 
 def family(mirror: Mirror, system: str, kind: str):
     op, fname = OPS[kind]
-    frames, paths = [], []
-    for be, ver, name in mirror.find(system, op, fname):
-        df = mirror.read(name)
-        df = df.rename(columns={"backend": "_orig_backend", "version": "_orig_version"})
-        df["backend"], df["version"], df["_src"] = be, ver, name
-        frames.append(df)
-        paths.append(name)
-    if not frames:
+    df, paths = mirror.load(system, op, fname)
+    if df is None:
         return None
-    df = pd.concat(frames, ignore_index=True)
-    df = df[df["latency"].notna() & (df["latency"] > 0)]
     key = SHAPE + ["batch_size", "seq_len"]
     rows = []
     for phase, (conv, core, fused) in KERNELS[kind].items():

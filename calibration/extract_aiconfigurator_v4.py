@@ -170,17 +170,9 @@ def attention(mirror, system: str):
 
 
 def mhc(mirror, system: str):
-    frames, paths = [], []
-    for be, ver, name in mirror.find(system, "mhc", "mhc_module_perf.parquet"):
-        df = mirror.read(name)
-        df = df.rename(columns={"backend": "_orig_backend", "version": "_orig_version"})
-        df["backend"], df["version"], df["_src"] = be, ver, name
-        frames.append(df)
-        paths.append(name)
-    if not frames:
+    df, paths = mirror.load(system, "mhc", "mhc_module_perf.parquet")
+    if df is None:
         return None
-    df = pd.concat(frames, ignore_index=True)
-    df = df[df["latency"].notna() & (df["latency"] > 0)]
     shape = ["hidden_size", "hc_mult", "sinkhorn_iters", "num_tokens"]
     lane = ["backend", "version"] + shape
     best = df.groupby(lane + ["op_name"], as_index=False).agg(
