@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from ..errors import SpecError
-from ..output.tables import chosen_format, render
+from ..output.tables import TABLE_WIDTH, chosen_format, render
 from ..specs import grammar as g
 from . import params as p
 from .params import engine_option, format_option
@@ -234,8 +234,8 @@ def bench_cmd(model, hardware, parallelism, prefill_pool, decode_pool, weight_pr
             if uncertainty and not wide:    # a band under its value; columns dropped to fit
                 from .question_options import fit_columns, hidden_note
                 text, hidden = fit_columns(_with_bands(df, cols, human=True), fmt, head,
-                                           width=100, keep=("concurrency",), human=True)
-                text += hidden_note(hidden, 100)
+                                           width=TABLE_WIDTH, keep=("concurrency",), human=True)
+                text += hidden_note(hidden, TABLE_WIDTH)
             else:
                 text = render(_with_bands(df, cols), fmt, header=head, human=not wide,
                               width=10_000 if wide else None)   # bands never wrap

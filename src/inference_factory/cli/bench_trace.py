@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..output.tables import fit_lines, render
+from ..output.tables import TABLE_WIDTH, fit_lines, render
 
 #: Columns of the human table, the ones a person reads first to the left (a table that does
 #: not fit 100 columns drops them from the right; --wide shows them all).
@@ -45,8 +45,8 @@ def _fitted(df, fmt: str, header: str, keep) -> str:
     (cli.question_options.fit_columns) and named under it."""
     from .question_options import fit_columns, hidden_note
 
-    text, hidden = fit_columns(df, fmt, header, width=100, keep=keep, human=True)
-    return text + hidden_note(hidden, 100)
+    text, hidden = fit_columns(df, fmt, header, width=TABLE_WIDTH, keep=keep, human=True)
+    return text + hidden_note(hidden, TABLE_WIDTH)
 
 
 def run_trace(*, trace, kv_offload, attribution, cached_input_fraction, kw, fmt, plot_path,

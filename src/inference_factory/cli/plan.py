@@ -10,7 +10,7 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import chosen_format, fit_lines, human_header, render, render_blocks
+from ..output.tables import TABLE_WIDTH, chosen_format, fit_lines, human_header, render, render_blocks
 from .bench import _concurrency
 from .params import engine_option, format_option
 from .text import _launch_lines
@@ -246,10 +246,10 @@ def plan_cmd(ctx, model: str, hardware: tuple[str, ...], gpus: tuple[int, int],
         # the engine's profile names its version (sglang-0.5.6, trtllm-1.3)
         table, hidden = ((render(front_table(front, short=False), fmt, header=head,
                                  width=10_000), []) if wide else
-                         fit_columns(front_table(front, short=False), fmt, head, width=100,
+                         fit_columns(front_table(front, short=False), fmt, head, width=TABLE_WIDTH,
                                      labels=FRONT_LABELS, human=True, keep=[
                                          c for c in front if c not in FRONT_DROPPABLE]))
-        text += "\n\n" + table + hidden_note(hidden, 100, "--wide or --json shows them")
+        text += "\n\n" + table + hidden_note(hidden, TABLE_WIDTH, "--wide or --json shows them")
         text += front_note(front) if wide else fit_lines(front_note(front, hidden))
     elif fmt == "json":
         from ..output.files import json_text
@@ -338,7 +338,7 @@ def _launch_note(recs, wide: bool = False) -> str:
     if "launch_command" not in recs:
         return ""
     lines = [f"\nlaunch ({r['hardware']}, {r.get('engine_label', r.get('engine'))}):\n  "
-             + _launch_lines(str(r["launch_command"]), None if wide else 98).replace(
+             + _launch_lines(str(r["launch_command"]), None if wide else TABLE_WIDTH - 2).replace(
                  "\n", "\n  ")
              + (f"\n  note: {r['cuda_graph_note']}" if str(r.get("cuda_graph_note") or "")
                 else "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..errors import SpecError
-from ..output.tables import fit_lines, render
+from ..output.tables import TABLE_WIDTH, fit_lines, render
 from .text import _launch_lines
 
 #: Rows of the recommendation (one column per device).
@@ -121,11 +121,11 @@ def run_plan_trace(*, trace, e2e_interactivity, kv_offload, ladder, fmt, output,
             text += "\n\n" + render(kinds, fmt, header=title, width=10_000)
         else:       # within 100 columns: the shape's columns dropped first, and named
             from .question_options import fit_columns, hidden_note
-            more, hidden = fit_columns(kinds, fmt, title, width=100, human=True,
+            more, hidden = fit_columns(kinds, fmt, title, width=TABLE_WIDTH, human=True,
                                        keep=KIND_COLUMNS[:4])
-            text += "\n\n" + more + hidden_note(hidden, 100)
+            text += "\n\n" + more + hidden_note(hidden, TABLE_WIDTH)
         launch = [f"launch ({r['hardware']}, {r.get('engine_label')}):\n  "
-                  + _launch_lines(str(r["launch_command"]), None if wide else 98).replace(
+                  + _launch_lines(str(r["launch_command"]), None if wide else TABLE_WIDTH - 2).replace(
                       "\n", "\n  ")
                   for _, r in recs.iterrows() if str(r.get("launch_command") or "")]
         if launch:

@@ -11,7 +11,7 @@ import click
 from ..specs import grammar as g
 from . import params as p
 from ..errors import SpecError
-from ..output.tables import fit_lines, render
+from ..output.tables import TABLE_WIDTH, fit_lines, render
 from .params import FiniteRange, format_option
 from ..specs.hardware import DEFAULT_HARDWARE
 
@@ -51,8 +51,8 @@ def _title(model: str, hardware: Any) -> str:
 
 
 #: Terminal width tables are fitted to when the terminal does not say (``COLUMNS`` unset, output
-#: not a terminal): the classic 100-column review width.
-DEFAULT_WIDTH = 100
+#: not a terminal): the table width (:data:`..output.tables.TABLE_WIDTH`, 100 columns).
+DEFAULT_WIDTH = TABLE_WIDTH
 
 
 def _wide_callback(ctx, param, value):

@@ -8,7 +8,7 @@ import os
 import click
 
 from ..output.files import check_target, json_text, write_text_atomic
-from ..output.tables import human_header, render, value_band
+from ..output.tables import TABLE_WIDTH, human_header, render, value_band
 from ..errors import SpecError
 
 
@@ -50,9 +50,9 @@ def _validation_text(results, summary) -> str:
 
     from .question_options import fit_columns, hidden_note
 
-    cases, hidden = fit_columns(pd.DataFrame(rows), "table", width=100, keep=("case_id",),
+    cases, hidden = fit_columns(pd.DataFrame(rows), "table", width=TABLE_WIDTH, keep=("case_id",),
                                 human=True)      # the device last: the first to go
-    lines = [cases + hidden_note(hidden, 100, "--json or --output FILE.csv every value"), "",
+    lines = [cases + hidden_note(hidden, TABLE_WIDTH, "--json or --output FILE.csv every value"), "",
              render(srows, human=True)]
     if banded:
         brows = [{"80% band": name, "n_cases": v["total"]["n_cases"],
